@@ -1,0 +1,79 @@
+"""Align: every event on one clock, duplicates folded, in causal order.
+
+With ``torchrun --tee`` the same worker line lands in the rank's own log and in the launcher
+console; a pasted console repeats it too. Those copies are one fact, so they are folded into
+the copy that knows most (a per-rank file knows its rank and attempt). Per-host clock offsets
+(``offsets``) are applied before ordering; estimating them is ``estimate_offsets``'s job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from firstfault.records import Event
+
+DUP_WINDOW_S = 2.0
+
+
+@dataclass
+class Timeline:
+    events: list[Event]
+    offsets: dict[str, float] = field(default_factory=dict)
+    folded: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def start(self) -> float | None:
+        times = [e.ts for e in self.events if e.ts is not None]
+        return min(times) if times else None
+
+
+_QUALITY = {"exact": 3, "inherited": 2, "coarse": 1, "none": 0}
+
+
+def _score(e: Event) -> tuple[int, int, int]:
+    """Prefer a per-rank log's copy (it knows rank and attempt), then the finest time."""
+    return (e.source.endswith(".log") and "/attempt_" in e.source, _QUALITY.get(e.ts_quality, 0), e.attempt is not None)
+
+
+def _borrow_time(keep: Event, other: Event) -> None:
+    """A per-rank stderr copy has no time; the console copy of the same line often has."""
+    if _QUALITY.get(other.ts_quality, 0) > _QUALITY.get(keep.ts_quality, 0):
+        keep.ts, keep.ts_quality = other.ts, other.ts_quality
+    if keep.host is None:
+        keep.host = other.host
+
+
+def fold_duplicates(events: Sequence[Event]) -> tuple[list[Event], int]:
+    """Fold copies of one line (same rank, signature and text, close in time) into one."""
+    groups: dict[tuple[object, ...], list[int]] = {}
+    kept: list[Event] = []
+    for e in events:
+        reps = groups.setdefault((e.rank, e.signature, e.text.strip()), [])
+        for i in reps:
+            k = kept[i]
+            if k.ts is None or e.ts is None or abs(k.ts - e.ts) <= DUP_WINDOW_S:
+                if _score(e) > _score(k):
+                    kept[i], e = e, k
+                _borrow_time(kept[i], e)
+                break
+        else:
+            reps.append(len(kept))
+            kept.append(e)
+    return kept, len(events) - len(kept)
+
+
+def sort_key(e: Event) -> tuple[float, str, int]:
+    return (e.ts if e.ts is not None else float("inf"), e.source, e.line)
+
+
+def align(events: Sequence[Event], offsets: dict[str, float] | None = None) -> Timeline:
+    """Apply per-host clock offsets (seconds to add), fold copies, order by time."""
+    offsets = offsets or {}
+    for e in events:
+        if e.ts is not None and e.host in offsets:
+            e.ts += offsets[e.host]
+    folded, n = fold_duplicates(events)
+    folded.sort(key=sort_key)
+    return Timeline(folded, offsets, n)

@@ -1,0 +1,370 @@
+"""Attribute: choose the root among the candidates, say how sure, and what to do.
+
+Each candidate from ``correlate`` becomes a :class:`Hypothesis`. The earliest independent
+fault wins, lower layers breaking near-ties (a GPU fault explains the CUDA error above it);
+when no rank reports a fault of its own, silence is evidence (the rank that stopped first,
+or that the flight recorder shows missing); with no error at all, progress may still show a
+straggler. Confidence is built from named factors (time margin to the runner-up, timestamp
+quality, corroboration by the flight recorder or the host) so the number can be explained.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+from firstfault.correlate import Candidate, Correlation, exit_signal, host_explains, is_exit_record
+from firstfault.parse.base import ParseContext
+from firstfault.parse.timestamps import iso
+from firstfault.records import (
+    Action,
+    Category,
+    ChainLink,
+    Culprit,
+    Event,
+    Hypothesis,
+    Layer,
+    RankProgress,
+    Role,
+    Verdict,
+)
+
+# What to do when a signature does not say: hardware is excluded, transient faults restarted,
+# and faults that will recur on restart (code, config, data) stop the job.
+DEFAULT_ACTION = {
+    Category.GPU_HARDWARE: Action.EXCLUDE_AND_RESTART,
+    Category.GPU_OOM: Action.STOP,
+    Category.HOST_OOM: Action.STOP,
+    Category.NETWORK: Action.RESTART,
+    Category.HANG: Action.RESTART,
+    Category.COLLECTIVE_MISMATCH: Action.STOP,
+    Category.PROCESS_CRASH: Action.RESTART,
+    Category.APPLICATION_ERROR: Action.STOP,
+    Category.NUMERICAL: Action.STOP,
+    Category.STORAGE_IO: Action.RESTART,
+    Category.CONFIGURATION: Action.STOP,
+    Category.SOFTWARE_BUG: Action.STOP,
+    Category.SCHEDULER: Action.RESTART,
+    Category.STRAGGLER: Action.NONE,
+    Category.NONE: Action.NONE,
+    Category.UNKNOWN: Action.RESTART,
+}
+NEAR_TIE_S = 1.0
+STRAGGLER_RATIO = 1.3
+
+
+@dataclass
+class Evidence:
+    """Everything attribution looks at besides the correlated events."""
+
+    progress: list[RankProgress] = field(default_factory=list)
+    fr: dict[str, Any] | None = None
+    ctx: ParseContext | None = None
+    launcher_ok: bool = False
+    action_of: dict[str, Action] = field(default_factory=dict)
+
+
+def _fr_culprits(fr: dict[str, Any] | None) -> list[dict[str, Any]]:
+    if not fr:
+        return []
+    return [c for c in fr.get("culprits", []) if isinstance(c, dict) and c.get("rank") is not None]
+
+
+def _gpu_of(rank: int | None, ev: Event | None, ctx: ParseContext | None) -> list[str]:
+    if ev is not None and ev.gpu:
+        return [ev.gpu]
+    if rank is not None and ctx is not None and rank in ctx.topology.rank_gpu:
+        return [ctx.topology.rank_gpu[rank]]
+    return []
+
+
+def _category_for(c: Candidate, corr: Correlation) -> Category:
+    """Refine a candidate's category with what else its host says (OOM kill explains -9)."""
+    if c.kind == "exit" and c.host:
+        for e in corr.host_events.get(c.host, []):
+            if e.category == Category.HOST_OOM:
+                return Category.HOST_OOM
+    return c.category
+
+
+def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
+    """Ranks that never complained while their peers timed out: the hang's usual culprit."""
+    victims = {r for r, v in corr.ranks.items() if v.first_cascade is not None}
+    if not victims:
+        return []
+    prog = {p.rank: p for p in ev.progress}
+    fr_rank_order = [c["rank"] for c in _fr_culprits(ev.fr)]
+    quiet = [r for r, v in corr.ranks.items() if v.first_cascade is None and v.first_root is None]
+    pool = quiet or list(corr.ranks)
+    out = []
+    for r in pool:
+        p = prog.get(r)
+        reasons = []
+        if r in quiet:
+            reasons.append(f"rank {r} reported no timeout while {len(victims)} peer(s) timed out waiting")
+        if p and p.last_step is not None:
+            reasons.append(f"its last progress was step {p.last_step} at {iso(p.last_step_ts)}")
+        if r in fr_rank_order:
+            fc = _fr_culprits(ev.fr)[fr_rank_order.index(r)]
+            reasons.append(f"flight recorder: {fc.get('reason', fc.get('kind'))}")
+        ts = p.last_step_ts if p else None
+        out.append(Candidate("silent", None, r, None, ts, Category.HANG, reasons))
+
+    def key(c: Candidate) -> tuple[int, int, float, int]:
+        fr_pos = fr_rank_order.index(c.rank) if c.rank in fr_rank_order else len(fr_rank_order) + 1
+        p = prog.get(c.rank or -1)
+        step = p.last_step if p and p.last_step is not None else 10**9
+        return (fr_pos, step, c.ts if c.ts is not None else float("inf"), c.rank or 0)
+
+    out.sort(key=key)
+    return out
+
+
+def _straggler(ev: Evidence) -> Candidate | None:
+    times = {p.rank: p.median_step_ms for p in ev.progress if p.median_step_ms}
+    fr_late = [c for c in _fr_culprits(ev.fr) if c.get("kind") in ("straggler", "late", "slow")]
+    if fr_late:
+        r = int(fr_late[0]["rank"])
+        return Candidate("slow", None, r, None, None, Category.STRAGGLER, [str(fr_late[0].get("reason"))])
+    if len(times) < 2:
+        return None
+    slow_rank, slow = max(times.items(), key=lambda kv: kv[1])
+    others = [t for r, t in times.items() if r != slow_rank]
+    base = median(others)
+    if base > 0 and slow / base >= STRAGGLER_RATIO:
+        return Candidate(
+            "slow", None, slow_rank, None, None, Category.STRAGGLER,
+            [f"rank {slow_rank}'s median step took {slow:.0f} ms against {base:.0f} ms on its peers"],
+        )
+    return None
+
+
+def _merge_host(cands: list[Candidate]) -> list[Candidate]:
+    """A host-level fault absorbs the rank candidates on that host that it explains."""
+    hosts = [c for c in cands if c.rank is None and c.event is not None]
+    out: list[Candidate] = []
+    absorbed: set[int] = set()
+    for h in hosts:
+        assert h.event is not None
+        for c in cands:
+            if c.rank is not None and c.event is not None and host_explains(h.event, c.event):
+                h.supporting.append(c.event)
+                absorbed.add(id(c))
+    for c in cands:
+        if id(c) not in absorbed:
+            out.append(c)
+    out.sort(key=lambda c: (c.ts if c.ts is not None else float("inf"), c.depth))
+    return out
+
+
+def _hypothesis(c: Candidate, corr: Correlation, ev: Evidence) -> Hypothesis:
+    cat = _category_for(c, corr)
+    ranks: list[int] = [c.rank] if c.rank is not None else sorted({e.rank for e in c.supporting if e.rank is not None})
+    if c.rank is None and c.host and ev.ctx:
+        ranks = ranks or ev.ctx.topology.host_ranks(c.host)
+    hosts = [c.host] if c.host else []
+    if not hosts and c.rank is not None:
+        v = corr.ranks.get(c.rank)
+        if v and v.hosts:
+            hosts = sorted(v.hosts)
+    action = DEFAULT_ACTION[cat]
+    if c.event is not None and c.event.signature in ev.action_of:
+        action = ev.action_of[c.event.signature]
+    root = c.event
+    if root is not None:
+        what = root.text.strip()
+    elif c.kind == "silent":
+        what = "stopped making progress; its peers timed out waiting for it"
+    else:
+        what = "; ".join(c.reasons)
+    where = f"rank {ranks[0]}" if ranks else (f"host {hosts[0]}" if hosts else "unknown location")
+    if hosts and ranks:
+        where += f" on {hosts[0]}"
+    summary = f"{cat.value.replace('_', ' ')} on {where}: {what}"
+    reasons = list(c.reasons)
+    if root is not None:
+        reasons.insert(0, f"earliest independent fault at {iso(root.ts)} ({root.source}:{root.line}, {root.signature})")
+    return Hypothesis(
+        category=cat,
+        culprit=Culprit(ranks=ranks, hosts=hosts, gpus=_gpu_of(c.rank, root, ev.ctx)),
+        action=action,
+        score=0.0,
+        summary=summary,
+        root_event=root,
+        reasons=reasons,
+    )
+
+
+def _confidence(win: Candidate, rest: Sequence[Candidate], ev: Evidence) -> tuple[float, list[str]]:
+    why: list[str] = []
+    base = {"event": 0.8, "exit": 0.7, "silent": 0.55, "slow": 0.6}.get(win.kind, 0.5)
+    score = base
+    why.append(f"{base:.2f} for a {win.kind} candidate")
+    others = [c for c in rest if c.rank != win.rank or c.host != win.host]
+    if others and win.ts is not None and others[0].ts is not None:
+        gap = others[0].ts - win.ts
+        if gap < 0.1:
+            score -= 0.25
+            why.append(f"-0.25: runner-up only {gap * 1000:.0f} ms later")
+        elif gap < NEAR_TIE_S:
+            score -= 0.1
+            why.append(f"-0.10: runner-up {gap:.2f} s later")
+        else:
+            score += 0.1
+            why.append(f"+0.10: runner-up {gap:.1f} s later")
+    elif not others:
+        score += 0.1
+        why.append("+0.10: no competing candidate")
+    if win.event is not None and win.event.ts_quality == "none":
+        score -= 0.2
+        why.append("-0.20: the root event has no timestamp")
+    fr = _fr_culprits(ev.fr)
+    if fr and win.rank is not None:
+        fr_ranks = [int(c["rank"]) for c in fr]
+        if win.rank == fr_ranks[0]:
+            score += 0.15
+            why.append("+0.15: the flight recorder names the same rank first")
+        elif win.rank in fr_ranks:
+            score += 0.05
+            why.append("+0.05: the flight recorder also names this rank")
+        elif win.kind != "event":
+            score -= 0.1
+            why.append("-0.10: the flight recorder points elsewhere")
+    if win.supporting:
+        score += 0.05
+        why.append(f"+0.05: {len(win.supporting)} corroborating event(s)")
+    return max(0.05, min(0.98, score)), why
+
+
+def _chain(
+    corr: Correlation, win: Candidate | None, seconds: list[Candidate]
+) -> tuple[list[ChainLink], float]:
+    links: list[ChainLink] = []
+    root_ev = win.event if win else None
+    root_id = root_ev.id if root_ev else None
+    root_ts = win.ts if win else None
+    second_ids = {c.event.id for c in seconds if c.event is not None}
+    support_ids = {e.id for e in win.supporting} if win else set()
+    explained = 0
+    for e in corr.errors:
+        role = e.role
+        by: int | None = None
+        if root_ev is not None and e.id == root_id:
+            role, rule = Role.ROOT, "earliest independent fault"
+        elif e.id in second_ids:
+            role, rule = Role.ROOT, "independent fault on another rank (second root)"
+        elif win is None:
+            rule = "no root found"
+        elif root_ts is not None and e.ts is not None and e.ts < root_ts - 1.0 and e.id not in support_ids:
+            rule = "happened before the root; not explained by it"
+        else:
+            by = root_id
+            if e.id in support_ids:
+                role, rule = Role.CASCADE, "explained by a lower-layer fault on the same host"
+            elif e.role == Role.TEARDOWN or is_exit_record(e) and exit_signal(e) in ("SIGTERM", "SIGINT"):
+                role, rule = Role.TEARDOWN, "launcher or scheduler tear-down after the first failure"
+            elif win.rank is not None and e.rank == win.rank:
+                role, rule = Role.CASCADE, "later error on the culprit rank itself"
+            elif e.role == Role.CASCADE:
+                rule = "peer of the culprit failing in a collective or connection"
+            else:
+                role, rule = Role.CASCADE, "error on a rank that was already a victim"
+        if e.id == root_id or e.id in second_ids or by is not None:
+            explained += 1
+        if root_id is None and win is not None and win.kind in ("silent", "slow") and rule != "no root found":
+            explained += 0
+        links.append(ChainLink(e, role, by, rule))
+    total = len(corr.errors)
+    frac = explained / total if total else 1.0
+    if win is not None and root_ev is None and total:
+        # A silent culprit explains its peers' timeouts even though it has no event of its own.
+        frac = sum(1 for link in links if link.rule != "happened before the root; not explained by it") / total
+    return links, frac
+
+
+def attribute(corr: Correlation, ev: Evidence, warnings: Sequence[str] = ()) -> Verdict:
+    cands = _merge_host([c for c in corr.candidates if c.kind in ("event", "exit")])
+    if not cands:
+        cands = _silent_candidates(corr, ev)
+    if not cands and not corr.errors:
+        s = _straggler(ev)
+        if s is not None:
+            cands = [s]
+    warns = list(warnings)
+    if not cands:
+        if corr.errors:
+            cat, summary, conf = Category.UNKNOWN, "errors were found but none could be placed as the root", 0.2
+            act = Action.RESTART
+        else:
+            cat, summary, conf = Category.NONE, "no failure found: the job shows no error evidence", 0.9
+            act = Action.NONE
+        chain, frac = _chain(corr, None, [])
+        return Verdict(cat, Culprit(), act, conf, summary, None, chain, frac if corr.errors else 1.0, [], warns,
+                       progress=ev.progress, flight_recorder=ev.fr)
+    win, rest = cands[0], cands[1:]
+    hyp = _hypothesis(win, corr, ev)
+    conf, why = _confidence(win, rest, ev)
+    hyp.score = conf
+    # A later root on another rank in the same attempt is a second, independent fault.
+    seconds = [
+        c for c in rest
+        if c.kind == "event" and c.rank is not None and c.rank != win.rank and c.event is not None
+        and (win.event is None or c.event.attempt == win.event.attempt)
+        and c.event.signature != (win.event.signature if win.event else None)
+    ]
+    alternatives = []
+    for c in rest[:5]:
+        h = _hypothesis(c, corr, ev)
+        h.score = max(0.01, round(conf * 0.5 if c in seconds else conf * 0.25, 3))
+        if c in seconds:
+            h.reasons.append("an independent fault of its own, later than the root")
+        alternatives.append(h)
+    culprit = hyp.culprit
+    for c in seconds:
+        if c.rank is not None and c.rank not in culprit.ranks:
+            culprit.ranks.append(c.rank)
+    chain, frac = _chain(corr, win, seconds)
+    n_casc = sum(1 for link in chain if link.explained_by is not None or (win.event is None and link.role != Role.ROOT))
+    victims = {link.event.rank for link in chain if link.role == Role.CASCADE and link.event.rank != win.rank}
+    summary = hyp.summary
+    if n_casc:
+        summary += f" — {n_casc} later error(s) on {len(victims)} other rank(s) follow from it"
+    if seconds:
+        summary += f"; rank {seconds[0].rank} failed independently {(seconds[0].ts or 0) - (win.ts or 0):.1f} s later"
+    recur = _recurrences(corr, win)
+    if recur:
+        hyp.reasons.append(f"the same failure recurred in attempt(s) {', '.join(map(str, recur))}")
+    if hyp.root_event is not None and hyp.root_event.ts_quality != "exact":
+        warns.append(f"root event time is {hyp.root_event.ts_quality}: taken from a nearby line")
+    return Verdict(
+        category=hyp.category,
+        culprit=culprit,
+        action=hyp.action,
+        confidence=conf,
+        summary=summary,
+        root_event=hyp.root_event,
+        causal_chain=chain,
+        explained_fraction=frac,
+        alternatives=alternatives,
+        warnings=warns,
+        reasons=hyp.reasons + [f"confidence: {w}" for w in why],
+        progress=ev.progress,
+        flight_recorder=ev.fr,
+    )
+
+
+def _recurrences(corr: Correlation, win: Candidate) -> list[int]:
+    if win.event is None or win.event.attempt is None:
+        return []
+    out = set()
+    for e in corr.errors:
+        if e.rank == win.rank and e.signature == win.event.signature and e.attempt not in (None, win.event.attempt):
+            out.add(e.attempt)
+    return sorted(a for a in out if a is not None)
+
+
+def layer_counts(events: Sequence[Event]) -> dict[str, int]:
+    return dict(Counter(str(e.layer) for e in events if e.layer != Layer.APPLICATION or e.role != Role.NOISE))

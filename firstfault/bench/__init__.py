@@ -1,0 +1,1 @@
+"""Benchmarks: accuracy on labelled bundles, speed against grep."""

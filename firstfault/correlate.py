@@ -1,0 +1,220 @@
+"""Correlate: which events are faults in their own right, and which follow from them.
+
+The input is the aligned timeline; the output is, per rank, the first event of each role,
+and a set of *candidates*: the independent faults that could be the root. Three kinds of
+evidence make a candidate:
+
+* an event whose signature says it is a root (an exception, an Xid, an OOM kill), unless a
+  more fundamental event explains it (a hardware fault on the same host shortly before);
+* a process that died with no explanation of its own (SIGKILL, SIGSEGV, a non-zero exit
+  without a traceback), seen in the launcher's failure records;
+* silence: in a hang the culprit is the rank that does *not* report a timeout, or whose
+  progress stopped first, or that the flight recorder shows missing from the collective.
+
+The causal graph (networkx) links every error event to the event that explains it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from firstfault.records import Category, Event, Layer, Role
+
+# Lower layers explain higher ones: a GPU falling off the bus explains the CUDA error above it.
+LAYER_DEPTH = {
+    Layer.HARDWARE: 0,
+    Layer.DRIVER: 1,
+    Layer.NETWORK: 2,
+    Layer.HOST: 3,
+    Layer.SCHEDULER: 4,
+    Layer.LAUNCHER: 5,
+    Layer.FRAMEWORK: 6,
+    Layer.APPLICATION: 7,
+}
+HOST_EXPLAINS_WINDOW_S = 300.0
+TEARDOWN_SIGNALS = {"SIGTERM", "SIGINT", "SIGHUP"}
+
+
+@dataclass
+class Candidate:
+    """One independent fault that could be the root."""
+
+    kind: str  # "event", "exit", "silent", "slow"
+    event: Event | None
+    rank: int | None
+    host: str | None
+    ts: float | None
+    category: Category
+    reasons: list[str] = field(default_factory=list)
+    supporting: list[Event] = field(default_factory=list)
+
+    @property
+    def depth(self) -> int:
+        return LAYER_DEPTH.get(self.event.layer, 7) if self.event else 7
+
+
+@dataclass
+class RankView:
+    rank: int
+    first_root: Event | None = None
+    first_cascade: Event | None = None
+    first_teardown: Event | None = None
+    exits: list[Event] = field(default_factory=list)
+    roots: list[Event] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    hosts: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Correlation:
+    ranks: dict[int, RankView]
+    host_events: dict[str, list[Event]]
+    candidates: list[Candidate]
+    graph: nx.DiGraph
+    errors: list[Event]
+    attempts: list[int]
+
+
+def exit_signal(e: Event) -> str | None:
+    sig = e.fields.get("signame")
+    if sig:
+        return sig
+    code = e.fields.get("exitcode")
+    if code and code.lstrip("-").isdigit() and int(code) < 0:
+        import signal as _signal
+
+        try:
+            return _signal.Signals(-int(code)).name
+        except ValueError:
+            return None
+    return None
+
+
+def is_exit_record(e: Event) -> bool:
+    return "exitcode" in e.fields
+
+
+def _rank_views(events: Sequence[Event]) -> tuple[dict[int, RankView], dict[str, list[Event]]]:
+    ranks: dict[int, RankView] = {}
+    hosts: dict[str, list[Event]] = defaultdict(list)
+    for e in events:
+        if e.role == Role.NOISE:
+            continue
+        if e.rank is None:
+            if e.host:
+                hosts[e.host].append(e)
+            continue
+        v = ranks.setdefault(e.rank, RankView(e.rank))
+        v.events.append(e)
+        if e.host:
+            v.hosts.add(e.host)
+        if is_exit_record(e):
+            v.exits.append(e)
+            continue
+        if e.role == Role.ROOT:
+            v.roots.append(e)
+            if v.first_root is None:
+                v.first_root = e
+        elif e.role == Role.CASCADE and v.first_cascade is None:
+            v.first_cascade = e
+        elif e.role == Role.TEARDOWN and v.first_teardown is None:
+            v.first_teardown = e
+    for v in ranks.values():
+        v.first_root = _most_specific(v.roots)
+    return ranks, hosts
+
+
+def _most_specific(roots: list[Event]) -> Event | None:
+    """The first root event, or a more specific one right beside it.
+
+    A C++ abort prints ``terminate called after throwing ...`` and then ``what(): <reason>``;
+    Python prints a chained exception's cause first. The reason is the better root.
+    """
+    if not roots:
+        return None
+    first = roots[0]
+    best = first
+    for e in roots[1:]:
+        same_place = e.source == first.source and 0 <= e.line - first.line <= 5
+        if same_place and e.priority > best.priority:
+            best = e
+    return best
+
+
+def _earlier(a: Event | None, b: Event | None) -> bool:
+    """a happened before b (unknown times sort last; the file order breaks ties)."""
+    if a is None:
+        return False
+    if b is None:
+        return True
+    if a.source == b.source and a.ts == b.ts:
+        return a.line < b.line
+    ta = a.ts if a.ts is not None else float("inf")
+    tb = b.ts if b.ts is not None else float("inf")
+    return ta < tb
+
+
+def _exit_candidate(v: RankView) -> Candidate | None:
+    """A rank that died with no explanation of its own (no traceback, not torn down)."""
+    for ex in v.exits:
+        sig = exit_signal(ex)
+        if sig in TEARDOWN_SIGNALS:
+            continue
+        if v.first_root is not None or v.first_cascade is not None:
+            return None  # its own log explains the exit
+        code = ex.fields.get("exitcode", "?")
+        if sig:
+            reason = f"rank {v.rank} was killed by {sig} (exit code {code}) with no error of its own"
+            cat = Category.PROCESS_CRASH
+        else:
+            reason = f"rank {v.rank} exited with code {code} without a traceback"
+            cat = Category.APPLICATION_ERROR
+        return Candidate("exit", ex, v.rank, ex.host, ex.ts, cat, [reason])
+    return None
+
+
+def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Correlation:
+    ranks, host_events = _rank_views(events)
+    for r in known_ranks:
+        ranks.setdefault(r, RankView(r))
+    candidates: list[Candidate] = []
+    # Host-level roots (kernel, scheduler) are candidates of their own; they may explain ranks.
+    host_roots: dict[str, list[Event]] = {}
+    for host, evs in host_events.items():
+        roots = [e for e in evs if e.role == Role.ROOT]
+        if roots:
+            host_roots[host] = roots
+            first = roots[0]
+            candidates.append(Candidate("event", first, None, host, first.ts, first.category, [], roots[1:]))
+    for v in ranks.values():
+        if v.first_root is not None:
+            e = v.first_root
+            if v.first_cascade is not None and _earlier(v.first_cascade, e):
+                continue  # this rank was a victim first; its later exception follows from that
+            candidates.append(Candidate("event", e, v.rank, e.host, e.ts, e.category))
+        else:
+            c = _exit_candidate(v)
+            if c is not None:
+                candidates.append(c)
+    candidates.sort(key=lambda c: (c.ts if c.ts is not None else float("inf"), c.depth))
+    errors = [e for e in events if e.role != Role.NOISE and e.severity in ("error", "warning")]
+    attempts = sorted({e.attempt for e in events if e.attempt is not None})
+    g = nx.DiGraph()
+    for e in errors:
+        g.add_node(e.id)
+    return Correlation(ranks, dict(host_events), candidates, g, errors, attempts)
+
+
+def host_explains(host_event: Event, rank_event: Event) -> bool:
+    """A lower-layer fault on the same host, shortly before, explains a rank's error."""
+    if host_event.host is None or host_event.host != rank_event.host:
+        return False
+    if LAYER_DEPTH.get(host_event.layer, 7) >= LAYER_DEPTH.get(rank_event.layer, 7):
+        return False
+    if host_event.ts is None or rank_event.ts is None:
+        return True
+    return -5.0 <= rank_event.ts - host_event.ts <= HOST_EXPLAINS_WINDOW_S

@@ -1,0 +1,209 @@
+"""Discover: what files a bundle holds and what each one is.
+
+A bundle is whatever a job left behind: a directory, a ``.tar.gz`` of one, or a single log
+pasted into a ticket. Each file is sniffed from its path and its first bytes, never read
+whole. Archives are unpacked into a private temporary directory under hard limits (member
+count, total bytes, compression ratio) so that an archive bomb or a member named
+``../../etc/passwd`` is refused with a clear message. Symbolic links that lead outside the
+bundle are not followed.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SNIFF = 64 * 1024
+MAX_ARCHIVE_BYTES = 8 * 1024**3
+MAX_ARCHIVE_MEMBERS = 200_000
+MAX_RATIO = 200
+
+_ELASTIC = re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/(?P<stream>stdout|stderr)\.log$")
+_ELASTIC_ERR = re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/error\.json$")
+_FR_NAME = re.compile(r"(?:fr_trace|nccl_trace|_dump|trace)_?(?:rank_?)?(?P<rank>\d+)(?:\.json)?$")
+_NODE_DIR = re.compile(r"(?:^|/)(?:node|host)[-_]?(?P<node>[\w.-]+?)/")
+
+
+class BundleError(Exception):
+    """The input cannot be used at all (exit code 2)."""
+
+
+@dataclass(slots=True)
+class SourceFile:
+    path: Path
+    rel: str
+    kind: str
+    size: int
+    rank: int | None = None
+    local_rank: int | None = None
+    attempt: int | None = None
+    host: str | None = None
+    stream: str | None = None
+
+
+@dataclass(slots=True)
+class Bundle:
+    root: Path
+    files: list[SourceFile]
+    warnings: list[str] = field(default_factory=list)
+    tempdir: Path | None = None
+
+    def of_kind(self, *kinds: str) -> list[SourceFile]:
+        return [f for f in self.files if f.kind in kinds]
+
+    def close(self) -> None:
+        if self.tempdir is not None:
+            shutil.rmtree(self.tempdir, ignore_errors=True)
+            self.tempdir = None
+
+
+def _is_binary(head: bytes) -> bool:
+    if not head:
+        return False
+    if b"\x00" in head[:8192]:
+        return True
+    ctrl = sum(1 for b in head[:8192] if b < 9 or 13 < b < 32)
+    return ctrl > len(head[:8192]) * 0.1
+
+
+_KIND_MARKERS: list[tuple[str, tuple[bytes, ...]]] = [
+    ("kernel_log", (b"NVRM: ", b"kernel: ", b"Out of memory: Killed process", b"mlx5_core")),
+    ("slurm_output", (b"srun: ", b"slurmstepd: ", b"slurmstepd-")),
+    ("launcher_console", (b"torch.distributed.elastic", b"torch/distributed/elastic", b"[default0]:", b"torchrun")),
+    ("nccl_debug", (b" NCCL INFO ", b" NCCL WARN ")),
+]
+
+
+def sniff_kind(rel: str, head: bytes) -> str:
+    """Classify one file by its path within the bundle and its first bytes."""
+    name = rel.rsplit("/", 1)[-1]
+    if name == "truth.json":
+        return "truth"
+    if _ELASTIC_ERR.search(rel):
+        return "elastic_error_json"
+    if _ELASTIC.search(rel):
+        return "elastic_rank_log"
+    if head[:1] == b"\x80" or (name.endswith(".json") and b'"entries"' in head and b'"pg_config"' in head):
+        if _FR_NAME.search(name) or "/fr/" in f"/{rel}":
+            return "fr_dump"
+    if name in {"topology.json"}:
+        return "topology"
+    if _is_binary(head):
+        return "binary"
+    for kind, markers in _KIND_MARKERS:
+        if any(m in head for m in markers):
+            return kind
+    return "app_log"
+
+
+def _safe_extract(archive: Path, dest: Path) -> list[str]:
+    warnings: list[str] = []
+    total = 0
+    compressed = max(archive.stat().st_size, 1)
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for count, member in enumerate(tar, 1):
+                if count > MAX_ARCHIVE_MEMBERS:
+                    raise BundleError(f"{archive}: more than {MAX_ARCHIVE_MEMBERS} members; refusing (archive bomb?)")
+                name = member.name
+                target = (dest / name).resolve()
+                if name.startswith("/") or ".." in Path(name).parts or not target.is_relative_to(dest):
+                    warnings.append(f"{archive}: skipped member {name!r}: path leaves the archive root")
+                    continue
+                if not (member.isfile() or member.isdir()):
+                    warnings.append(f"{archive}: skipped member {name!r}: links and devices are not extracted")
+                    continue
+                if member.isdir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                total += member.size
+                if total > MAX_ARCHIVE_BYTES or total > compressed * MAX_RATIO and total > 64 * 1024**2:
+                    raise BundleError(
+                        f"{archive}: unpacks to more than {total} bytes ({total // compressed}x its size); "
+                        "refusing (archive bomb?)"
+                    )
+                target.parent.mkdir(parents=True, exist_ok=True)
+                src = tar.extractfile(member)
+                if src is None:
+                    continue
+                with src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out, 1024 * 1024)
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        warnings.append(f"{archive}: archive is damaged or truncated ({exc}); using what could be read")
+    return warnings
+
+
+def discover(path: Path | str) -> Bundle:
+    """Walk ``path`` (directory, archive or single file) into a :class:`Bundle`."""
+    p = Path(path)
+    if not p.exists():
+        raise BundleError(f"{p}: no such file or directory")
+    tempdir: Path | None = None
+    warnings: list[str] = []
+    if p.is_file() and (p.name.endswith((".tar.gz", ".tgz", ".tar", ".tar.xz", ".tar.bz2"))):
+        tempdir = Path(tempfile.mkdtemp(prefix="firstfault-"))
+        try:
+            warnings += _safe_extract(p, tempdir)
+        except BundleError:
+            shutil.rmtree(tempdir, ignore_errors=True)
+            raise
+        root = tempdir
+    elif p.is_file():
+        root = p.parent
+        return Bundle(root, [_source(p, root, p.name, warnings)], warnings)
+    else:
+        root = p
+    root = root.resolve()
+    files: list[SourceFile] = []
+    for f in sorted(root.rglob("*")):
+        try:
+            if f.is_symlink() and not f.resolve().is_relative_to(root):
+                warnings.append(f"{f.relative_to(root)}: symbolic link leads outside the bundle; not followed")
+                continue
+            if not f.is_file():
+                continue
+        except OSError as exc:
+            warnings.append(f"{f}: cannot stat ({exc})")
+            continue
+        rel = f.relative_to(root).as_posix()
+        sf = _source(f, root, rel, warnings)
+        if sf is not None:
+            files.append(sf)
+    if not files:
+        if tempdir:
+            shutil.rmtree(tempdir, ignore_errors=True)
+        raise BundleError(f"{p}: no readable files")
+    return Bundle(root, files, warnings, tempdir)
+
+
+def _source(f: Path, root: Path, rel: str, warnings: list[str]) -> SourceFile:
+    try:
+        size = f.stat().st_size
+        with open(f, "rb") as fh:
+            head = fh.read(SNIFF)
+    except OSError as exc:
+        warnings.append(f"{rel}: unreadable ({exc.strerror or exc})")
+        return SourceFile(f, rel, "unreadable", 0)
+    kind = sniff_kind(rel, head)
+    sf = SourceFile(f, rel, kind, size)
+    m = _ELASTIC.search(rel) or _ELASTIC_ERR.search(rel)
+    if m:
+        sf.attempt = int(m["attempt"])
+        sf.local_rank = int(m["local_rank"])
+        sf.stream = m.groupdict().get("stream")
+    if kind == "fr_dump":
+        fm = _FR_NAME.search(rel.rsplit("/", 1)[-1])
+        if fm:
+            sf.rank = int(fm["rank"])
+    nm = _NODE_DIR.search(rel)
+    if nm:
+        sf.host = nm["node"]
+    if kind == "binary":
+        warnings.append(f"{rel}: binary data, not a log; skipped")
+    elif size == 0:
+        warnings.append(f"{rel}: empty file")
+    return sf

@@ -1,0 +1,1 @@
+"""Signature registry and matching."""

@@ -1,0 +1,180 @@
+"""The signature registry: error wordings as data, with one fast prefilter over all of them.
+
+Signatures live in TOML files, one per family (``firstfault/signatures/*.toml``); users add
+their own directory with ``--signatures DIR``. Each signature names the literal strings that
+must appear in a line for its regex to be worth running (``literals``). All literals of all
+signatures go into one Aho-Corasick automaton, so a log is scanned once at C speed and the
+Python regexes run only on the few lines that can match. See docs/signatures.md.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import ahocorasick
+
+from firstfault.records import Action, Category, Layer, Role
+
+_REQUIRED = ("id", "pattern", "literals", "category", "layer", "role", "source")
+
+
+class SignatureError(ValueError):
+    """A signature file is malformed; the message names the file and the signature."""
+
+
+@dataclass(slots=True)
+class Signature:
+    id: str
+    pattern: re.Pattern[str]
+    literals: tuple[str, ...]
+    category: Category
+    layer: Layer
+    role: Role
+    source: str
+    severity: str = "error"
+    action: Action | None = None
+    remediation: str = ""
+    priority: int = 0
+    applies_to: tuple[str, ...] = ()
+    context_lines: int = 0
+    sets: dict[str, str] = field(default_factory=dict)
+    examples: tuple[str, ...] = ()
+    hook: str | None = None
+    origin: str = ""
+
+    def applies(self, file_kind: str) -> bool:
+        return not self.applies_to or file_kind in self.applies_to
+
+
+def _parse_one(raw: dict[str, object], origin: str) -> Signature:
+    sid = str(raw.get("id", "?"))
+    missing = [k for k in _REQUIRED if k not in raw]
+    if missing:
+        raise SignatureError(f"{origin}: signature {sid!r} lacks {', '.join(missing)}")
+    try:
+        pattern = re.compile(str(raw["pattern"]))
+    except re.error as exc:
+        raise SignatureError(f"{origin}: signature {sid!r} has a bad pattern: {exc}") from exc
+    literals = raw["literals"]
+    if not isinstance(literals, list) or not literals or not all(isinstance(x, str) and x for x in literals):
+        raise SignatureError(f"{origin}: signature {sid!r}: literals must be a non-empty list of strings")
+    try:
+        action_raw = raw.get("action")
+        return Signature(
+            id=sid,
+            pattern=pattern,
+            literals=tuple(literals),
+            category=Category(str(raw["category"])),
+            layer=Layer(str(raw["layer"])),
+            role=Role(str(raw["role"])),
+            source=str(raw["source"]),
+            severity=str(raw.get("severity", "error")),
+            action=Action(str(action_raw)) if action_raw else None,
+            remediation=str(raw.get("remediation", "")),
+            priority=int(raw.get("priority", 0)),  # type: ignore[call-overload]
+            applies_to=tuple(raw.get("applies_to", ())),  # type: ignore[arg-type]
+            context_lines=int(raw.get("context_lines", 0)),  # type: ignore[call-overload]
+            sets={str(k): str(v) for k, v in dict(raw.get("sets", {})).items()},  # type: ignore[call-overload]
+            examples=tuple(raw.get("examples", ())),  # type: ignore[arg-type]
+            hook=str(raw["hook"]) if raw.get("hook") else None,
+            origin=origin,
+        )
+    except (ValueError, TypeError) as exc:
+        raise SignatureError(f"{origin}: signature {sid!r}: {exc}") from exc
+
+
+def load_file(path: Path | str, text: str | None = None) -> list[Signature]:
+    origin = str(path)
+    try:
+        data = tomllib.loads(text if text is not None else Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SignatureError(f"{origin}: cannot read signatures: {exc}") from exc
+    rows = data.get("signature", [])
+    if not isinstance(rows, list):
+        raise SignatureError(f"{origin}: expected [[signature]] tables")
+    return [_parse_one(r, origin) for r in rows]
+
+
+def builtin_files() -> list[tuple[str, str]]:
+    """(name, text) of every bundled signature file, in a stable order."""
+    pkg = resources.files("firstfault.signatures")
+    out = []
+    for entry in sorted(pkg.iterdir(), key=lambda p: p.name):
+        if entry.name.endswith(".toml"):
+            out.append((f"firstfault/signatures/{entry.name}", entry.read_text(encoding="utf-8")))
+    return out
+
+
+class Registry:
+    """All signatures plus the automaton that prefilters lines for them."""
+
+    def __init__(self, signatures: Sequence[Signature]):
+        seen: dict[str, Signature] = {}
+        for sig in signatures:
+            seen[sig.id] = sig  # a user file may override a built-in id
+        self.signatures: list[Signature] = list(seen.values())
+        self.by_id = {s.id: s for s in self.signatures}
+        self._automaton = ahocorasick.Automaton()
+        by_literal: dict[str, list[int]] = {}
+        for idx, sig in enumerate(self.signatures):
+            for lit in sig.literals:
+                by_literal.setdefault(lit, []).append(idx)
+        self._extra: set[str] = set()
+        for lit, idxs in by_literal.items():
+            self._automaton.add_word(lit, (lit, tuple(idxs)))
+        self._literals = by_literal
+        self._finalized = False
+
+    def add_literals(self, literals: Iterable[str]) -> None:
+        """Let a parser ask for lines it needs (progress lines, anchors) through the same scan."""
+        for lit in literals:
+            if lit not in self._literals and lit not in self._extra:
+                self._extra.add(lit)
+                self._automaton.add_word(lit, (lit, ()))
+        self._finalized = False
+
+    @property
+    def automaton(self) -> ahocorasick.Automaton:
+        if not self._finalized:
+            self._automaton.make_automaton()
+            self._finalized = True
+        return self._automaton
+
+    def match(self, line: str, file_kind: str, literal_hits: Iterable[str] | None = None) -> Signature | None:
+        """Best signature for ``line`` (highest priority), or None."""
+        if literal_hits is None:
+            literal_hits = [v[0] for _, v in self.automaton.iter(line)]
+        cand: set[int] = set()
+        for lit in literal_hits:
+            cand.update(self._literals.get(lit, ()))
+        best: Signature | None = None
+        for idx in cand:
+            sig = self.signatures[idx]
+            if best is not None and sig.priority < best.priority:
+                continue
+            if not sig.applies(file_kind):
+                continue
+            if sig.pattern.search(line) is None:
+                continue
+            if best is None or sig.priority > best.priority or sig.id < best.id:
+                best = sig
+        return best
+
+
+def load_registry(extra_dirs: Sequence[Path] = ()) -> Registry:
+    sigs: list[Signature] = []
+    for name, text in builtin_files():
+        sigs.extend(load_file(name, text))
+    for d in extra_dirs:
+        d = Path(d)
+        files = sorted(d.glob("*.toml")) if d.is_dir() else [d]
+        if not files:
+            raise SignatureError(f"{d}: no *.toml signature files")
+        for f in files:
+            sigs.extend(load_file(f))
+    return Registry(sigs)

@@ -1,0 +1,1 @@
+"""Per-source parsers: bytes in, typed events out."""

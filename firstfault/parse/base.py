@@ -1,0 +1,179 @@
+"""The parser interface: how one kind of file turns flagged lines into located lines.
+
+Every text file goes through the same streaming scan (``parse.stream``) and the same
+signature match; what differs per source is how a line says *where* and *when* it
+happened: torchrun's ``[default3]:`` prefix, ``srun -l``'s ``3: ``, torch's ``[rank3]:``,
+a syslog host field, a dmesg monotonic stamp. A :class:`SourceParser` subclass handles one
+family of files; ``register_parser`` makes it the handler for a file kind. Parsers may also
+learn facts (which rank runs on which host and GPU, a rank's progress) through the shared
+:class:`ParseContext`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from firstfault.discover import SourceFile
+from firstfault.parse.stream import Hit
+from firstfault.parse.timestamps import parse_timestamp
+
+# torchrun --tee / --log-line-prefix-template default: "[default3]:" (role name + local rank)
+_ELASTIC_PREFIX = re.compile(r"^\[(?!rank\d)(?P<role>[A-Za-z_][\w-]*?)(?P<lr>\d+)\]:")
+# torch's c10 logger and distributed errors: "[rank3]:" (global rank)
+_RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:")
+# srun -l / --label: "3: " (global task id), padded with spaces for wide jobs
+_SRUN_PREFIX = re.compile(r"^\s*(?P<task>\d{1,6}): ")
+
+
+def strip_prefixes(text: str, srun: bool = True) -> tuple[str, int | None, int | None]:
+    """Remove launcher prefixes; returns (text, local_rank, global_rank) where they said."""
+    local_rank = rank = None
+    m = _ELASTIC_PREFIX.match(text)
+    if m:
+        local_rank = int(m["lr"])
+        text = text[m.end() :]
+    elif srun and (m2 := _SRUN_PREFIX.match(text)):
+        rank = int(m2["task"])
+        text = text[m2.end() :]
+    m3 = _RANK_PREFIX.match(text)
+    if m3:
+        rank = int(m3["rank"])
+        end = m3.end() + 1 if text[m3.end() : m3.end() + 1] == " " else m3.end()
+        text = text[end:]
+    return text, local_rank, rank
+
+
+@dataclass(slots=True)
+class LineInfo:
+    """A flagged line with its prefixes peeled off and its place and time resolved."""
+
+    text: str
+    ts: float | None = None
+    ts_quality: str = "none"
+    host: str | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    gpu: str | None = None
+    pid: int | None = None
+
+
+@dataclass(slots=True)
+class Topology:
+    """What the bundle says about placement: rank -> host, local rank, GPU; host -> ranks."""
+
+    rank_host: dict[int, str] = field(default_factory=dict)
+    rank_local: dict[int, int] = field(default_factory=dict)
+    rank_gpu: dict[int, str] = field(default_factory=dict)
+    world_size: int | None = None
+    groups: dict[str, list[int]] = field(default_factory=dict)
+    ip_host: dict[str, str] = field(default_factory=dict)
+
+    def host_ranks(self, host: str) -> list[int]:
+        return sorted(r for r, h in self.rank_host.items() if h == host)
+
+
+@dataclass(slots=True)
+class Progress:
+    """Per-rank training progress, accumulated without keeping every step line."""
+
+    last_step: int | None = None
+    last_ts: float | None = None
+    steps_seen: int = 0
+    step_ms: list[float] = field(default_factory=list)
+    last_source: str | None = None
+    last_line: int | None = None
+    last_text: str | None = None
+
+
+@dataclass
+class ParseContext:
+    year_hint: int | None = None
+    topology: Topology = field(default_factory=Topology)
+    progress: dict[int, Progress] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    default_host: str | None = None
+
+    def warn(self, msg: str) -> None:
+        if msg not in self.warnings:
+            self.warnings.append(msg)
+
+
+class SourceParser:
+    """Default handler: peel launcher prefixes, read ISO/glog times, inherit the time above."""
+
+    extra_literals: ClassVar[tuple[str, ...]] = ()
+    inherit_lines: ClassVar[int] = 40
+
+    def __init__(self, sf: SourceFile, ctx: ParseContext):
+        self.sf = sf
+        self.ctx = ctx
+        self.last_ts: float | None = None
+
+    def strip(self, text: str, info: LineInfo) -> str:
+        srun = self.sf.kind in ("slurm_output", "launcher_console", "app_log")
+        text, local_rank, rank = strip_prefixes(text, srun)
+        if local_rank is not None:
+            info.local_rank = local_rank
+        if rank is not None:
+            info.rank = rank
+        return text
+
+    def timestamp(self, hit: Hit, text: str) -> tuple[float | None, str]:
+        ts = parse_timestamp(text, self.ctx.year_hint)
+        if ts is not None:
+            return ts, "exact"
+        for above in reversed(hit.before(self.inherit_lines)):
+            ts = parse_timestamp(above, self.ctx.year_hint)
+            if ts is None:
+                m = _ELASTIC_PREFIX.match(above) or _RANK_PREFIX.match(above)
+                if m:
+                    ts = parse_timestamp(above[m.end() :], self.ctx.year_hint)
+            if ts is not None:
+                return ts, "inherited"
+        if self.last_ts is not None:
+            return self.last_ts, "inherited"
+        return None, "none"
+
+    def locate(self, hit: Hit) -> LineInfo:
+        info = LineInfo(text="")
+        info.local_rank = self.sf.local_rank
+        info.rank = self.sf.rank
+        info.host = self.sf.host or self.ctx.default_host
+        text = self.strip(hit.text, info)
+        info.text = text
+        info.ts, info.ts_quality = self.timestamp(hit, text)
+        if info.ts is not None:
+            self.last_ts = info.ts
+        if info.rank is None and info.local_rank is not None:
+            info.rank = self.global_rank(info.local_rank, info.host)
+        if info.rank is not None:
+            if info.host is None:
+                info.host = self.ctx.topology.rank_host.get(info.rank)
+            info.gpu = self.ctx.topology.rank_gpu.get(info.rank)
+        return info
+
+    def global_rank(self, local_rank: int, host: str | None) -> int:
+        """Local -> global rank; single-node bundles (the common pasted case) are identity."""
+        return local_rank
+
+    def finish(self) -> None:
+        """Called after the last line of the file."""
+
+
+PARSERS: dict[str, type[SourceParser]] = {}
+
+
+def register_parser(*kinds: str) -> Callable[[type[SourceParser]], type[SourceParser]]:
+    def deco(cls: type[SourceParser]) -> type[SourceParser]:
+        for k in kinds:
+            PARSERS[k] = cls
+        return cls
+
+    return deco
+
+
+def parser_for(sf: SourceFile, ctx: ParseContext) -> SourceParser:
+    return PARSERS.get(sf.kind, SourceParser)(sf, ctx)

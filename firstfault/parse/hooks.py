@@ -1,0 +1,61 @@
+"""Named enrichment hooks a signature may ask for (``hook = "..."`` in its TOML).
+
+Some evidence spans lines: torchrun's failure record puts rank, host and time on the lines
+*above* the ``exitcode`` line. A hook reads those lines from the block in memory and fills
+the event's fields. Hooks stay few and generic; the wording they match is still data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from firstfault.parse.base import ParseContext
+from firstfault.parse.stream import Hit
+from firstfault.parse.timestamps import parse_timestamp
+from firstfault.records import Event
+
+_REC_RANK = re.compile(r"^\s*rank\s*: (?P<rank>\d+) \(local_rank: (?P<local_rank>\d+)\)")
+_REC_HOST = re.compile(r"^\s*host\s*: (?P<host>\S+)")
+_REC_TIME = re.compile(r"^\s*time\s*: (?P<time>\S+)")
+_REC_INDEX = re.compile(r"^\s*\[(?P<idx>\d+)\]:\s*$")
+
+
+def torchelastic_failure_record(ev: Event, hit: Hit, ctx: ParseContext) -> None:
+    """Fill rank/host/time of one ChildFailedError failure entry from the lines above it."""
+    above = hit.before(8)
+    for i, line in enumerate(reversed(above)):
+        if m := _REC_RANK.match(line):
+            ev.rank, ev.local_rank = int(m["rank"]), int(m["local_rank"])
+        elif m := _REC_HOST.match(line):
+            if m["host"] not in ("localhost", "<N/A>"):
+                ev.host = m["host"]
+        elif m := _REC_TIME.match(line):
+            ts = parse_timestamp(m["time"].replace("_", "T"))
+            if ts is not None:
+                ev.ts, ev.ts_quality = ts, "coarse"
+        elif _REC_INDEX.match(line):
+            nxt = above[-i - 2] if i + 2 <= len(above) else ""
+            ev.fields["torchrun_root"] = "1" if "Root Cause (first observed failure)" in nxt else "0"
+            break
+
+
+def _local_rank_field(ev: Event, hit: Hit, ctx: ParseContext) -> None:
+    if ev.rank is None and "local_rank" in ev.fields:
+        ev.local_rank = int(ev.fields["local_rank"])
+        ev.rank = ev.local_rank
+
+
+HOOKS: dict[str, Callable[[Event, Hit, ParseContext], None]] = {
+    "torchelastic_failure_record": torchelastic_failure_record,
+}
+
+
+def apply(name: str | None, ev: Event, hit: Hit, ctx: ParseContext) -> None:
+    if name:
+        fn = HOOKS.get(name)
+        if fn is None:
+            ctx.warn(f"signature {ev.signature}: unknown hook {name!r}")
+        else:
+            fn(ev, hit, ctx)
+    _local_rank_field(ev, hit, ctx)

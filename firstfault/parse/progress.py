@@ -1,0 +1,36 @@
+"""Training progress lines: the last step each rank reached and how long its steps took.
+
+A hang's culprit is often the rank whose progress stops first; a straggler is the rank whose
+steps are consistently slower. Trainers word progress differently, so a few common shapes are
+recognised: a generic ``step N ... step_time_ms X`` (firstfault's sample workload), Megatron's
+``iteration N/ M | ... elapsed time per iteration (ms): X`` and torchtitan's ``step: N``.
+Progress is folded into per-rank counters, never kept line by line.
+"""
+
+from __future__ import annotations
+
+import re
+
+LITERALS = ("step ", "step:", "iteration ")
+
+_PATTERNS = [
+    re.compile(r"\bstep[ :=]\s*(?P<step>\d+)\b(?:.*?\bstep_time_ms[ =:]\s*(?P<ms>[\d.]+))?"),
+    re.compile(
+        r"\biteration\s+(?P<step>\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\):\s*(?P<ms>[\d.]+)"
+    ),
+]
+_RANK = re.compile(r"\[rank(?P<rank>\d+)\]|\brank[ =:](?P<rank2>\d+)\b")
+
+
+def match_progress(text: str) -> tuple[int, float | None, int | None] | None:
+    """(step, step_ms, rank-if-named) when ``text`` is a progress line."""
+    for pat in _PATTERNS:
+        m = pat.search(text)
+        if m:
+            ms = m.groupdict().get("ms")
+            r = _RANK.search(text)
+            rank = None
+            if r:
+                rank = int(r["rank"] or r["rank2"])
+            return int(m["step"]), float(ms) if ms else None, rank
+    return None

@@ -1,0 +1,219 @@
+"""Parse + match over a whole bundle: every text file, streamed once, to typed events.
+
+Parse and match are separate concerns (``parse.*`` locates a line, ``match.registry`` says
+what it is) but run in one pass over each file, so a byte is read once and a line is decoded
+only if the prefilter flagged it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from statistics import median
+
+from firstfault.discover import Bundle, SourceFile
+from firstfault.match.registry import Registry, Signature
+from firstfault.parse import hooks
+from firstfault.parse import progress as progress_mod
+from firstfault.parse.base import ParseContext, Progress, parser_for
+from firstfault.parse.stream import Hit, scan
+from firstfault.parse.timestamps import parse_timestamp, year_of
+from firstfault.records import Event, RankProgress
+
+TEXT_KINDS = ("elastic_rank_log", "launcher_console", "slurm_output", "app_log", "kernel_log", "nccl_debug")
+MAX_TEXT = 2000
+MAX_CONTEXT = 30
+
+
+@dataclass
+class ParseResult:
+    events: list[Event]
+    ctx: ParseContext
+    files_read: int = 0
+    bytes_read: int = 0
+    lines_flagged: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+    def rank_progress(self) -> list[RankProgress]:
+        out = []
+        for rank, p in sorted(self.ctx.progress.items()):
+            med = median(p.step_ms) if p.step_ms else None
+            out.append(
+                RankProgress(
+                    rank=rank,
+                    last_step=p.last_step,
+                    last_step_ts=p.last_ts,
+                    steps_seen=p.steps_seen,
+                    median_step_ms=med,
+                    host=self.ctx.topology.rank_host.get(rank),
+                )
+            )
+        return out
+
+
+def _frames(hit: Hit) -> list[str]:
+    """The traceback lines above an exception line, up to its 'Traceback' header."""
+    above = hit.before(MAX_CONTEXT)
+    out: list[str] = []
+    for line in reversed(above):
+        bare = line.split("]:", 1)[1] if line.startswith("[") and "]:" in line[:20] else line
+        out.append(bare)
+        if bare.startswith("Traceback (most recent call last)"):
+            break
+    out.reverse()
+    return out if out and out[0].startswith("Traceback") else []
+
+
+def _year_hint(bundle: Bundle) -> int | None:
+    """Glog lines carry no year: borrow it from the first ISO timestamp in the bundle."""
+    for sf in bundle.files:
+        if sf.kind not in TEXT_KINDS:
+            continue
+        try:
+            with open(sf.path, "rb") as fh:
+                head = fh.read(16384).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for line in head.splitlines():
+            if len(line) > 19 and line[:2] in ("19", "20") or "]:20" in line[:30]:
+                ts = parse_timestamp(line.split("]:", 1)[-1])
+                if ts is not None:
+                    return year_of(ts)
+    return None
+
+
+def _elastic_error_json(sf: SourceFile, registry: Registry, ctx: ParseContext, next_id: int) -> Iterator[Event]:
+    """torchrun's per-rank error.json (written by @record): the exception, to the second."""
+    try:
+        if sf.size > 16 * 1024 * 1024:
+            ctx.warn(f"{sf.rel}: error file larger than 16 MiB; skipped")
+            return
+        data = json.loads(sf.path.read_bytes().decode("utf-8", "replace"))
+        msg = data.get("message", {})
+        if isinstance(msg, str):
+            msg = {"message": msg}
+        text = str(msg.get("message", ""))[:MAX_TEXT]
+        extra = msg.get("extraInfo", {}) or {}
+        ts = float(extra["timestamp"]) if extra.get("timestamp") else None
+        stack = str(extra.get("py_callstack", ""))
+    except (OSError, ValueError, AttributeError, TypeError, KeyError) as exc:
+        ctx.warn(f"{sf.rel}: unreadable torchelastic error file ({exc})")
+        return
+    first = text.strip().splitlines()[-1].strip() if text.strip() else ""
+    sig = registry.match(first, sf.kind) if first else None
+    if sig is None:
+        return
+    m = sig.pattern.search(first)
+    fields = {k: v for k, v in (m.groupdict() if m else {}).items() if v is not None}
+    fields.update(sig.sets)
+    yield Event(
+        id=next_id,
+        source=sf.rel,
+        line=1,
+        text=first,
+        signature=sig.id,
+        category=sig.category,
+        layer=sig.layer,
+        role=sig.role,
+        severity=sig.severity,
+        ts=ts,
+        ts_quality="coarse" if ts else "none",
+        rank=sf.local_rank,
+        local_rank=sf.local_rank,
+        host=sf.host or ctx.default_host,
+        attempt=sf.attempt,
+        fields=fields,
+        context=stack.splitlines()[-MAX_CONTEXT:],
+        priority=sig.priority,
+    )
+
+
+def parse_file(sf: SourceFile, registry: Registry, ctx: ParseContext, start_id: int) -> tuple[list[Event], int]:
+    """Events of one text file, and how many lines the prefilter flagged."""
+    parser = parser_for(sf, ctx)
+    events: list[Event] = []
+    flagged = 0
+    automaton = registry.automaton
+    try:
+        with open(sf.path, "rb") as fh:
+            for hit in scan(fh, automaton, warn=lambda m: ctx.warn(f"{sf.rel}: {m}")):
+                flagged += 1
+                info = parser.locate(hit)
+                sig: Signature | None = registry.match(info.text, sf.kind, hit.literals)
+                if sig is None:
+                    if any(lit in progress_mod.LITERALS for lit in hit.literals):
+                        _progress(info.text, info.rank, info.ts, ctx, sf.rel, hit.line_no)
+                    continue
+                m = sig.pattern.search(info.text)
+                fields = {k: v for k, v in (m.groupdict() if m else {}).items() if v is not None}
+                fields.update(sig.sets)
+                ev = Event(
+                    id=start_id + len(events),
+                    source=sf.rel,
+                    line=hit.line_no,
+                    text=info.text[:MAX_TEXT],
+                    signature=sig.id,
+                    category=sig.category,
+                    layer=sig.layer,
+                    role=sig.role,
+                    severity=sig.severity,
+                    ts=info.ts,
+                    ts_quality=info.ts_quality,
+                    host=info.host,
+                    rank=info.rank,
+                    local_rank=info.local_rank,
+                    gpu=info.gpu or fields.get("gpu"),
+                    pid=int(fields["pid"]) if fields.get("pid", "").isdigit() else info.pid,
+                    attempt=sf.attempt,
+                    fields=fields,
+                    context=_frames(hit) if sig.context_lines else [],
+                    priority=sig.priority,
+                )
+                hooks.apply(sig.hook, ev, hit, ctx)
+                events.append(ev)
+    except OSError as exc:
+        ctx.warn(f"{sf.rel}: read failed ({exc.strerror or exc}); partial result")
+    parser.finish()
+    return events, flagged
+
+
+def _progress(
+    text: str, rank: int | None, ts: float | None, ctx: ParseContext, source: str, line: int
+) -> None:
+    got = progress_mod.match_progress(text)
+    if got is None:
+        return
+    step, ms, named = got
+    r = named if named is not None else rank
+    if r is None:
+        return
+    p = ctx.progress.setdefault(r, Progress())
+    if p.last_step is None or step >= p.last_step:
+        p.last_step = step
+        p.last_ts = ts
+        p.last_source, p.last_line, p.last_text = source, line, text[:MAX_TEXT]
+    p.steps_seen += 1
+    if ms is not None and len(p.step_ms) < 100_000:
+        p.step_ms.append(ms)
+
+
+def parse_bundle(bundle: Bundle, registry: Registry) -> ParseResult:
+    registry.add_literals(progress_mod.LITERALS)
+    ctx = ParseContext(year_hint=_year_hint(bundle))
+    ctx.warnings.extend(bundle.warnings)
+    events: list[Event] = []
+    result = ParseResult(events, ctx)
+    for sf in bundle.files:
+        if sf.kind == "elastic_error_json":
+            events.extend(_elastic_error_json(sf, registry, ctx, len(events)))
+            result.files_read += 1
+            continue
+        if sf.kind not in TEXT_KINDS:
+            continue
+        evs, flagged = parse_file(sf, registry, ctx, len(events))
+        events.extend(evs)
+        result.files_read += 1
+        result.bytes_read += sf.size
+        result.lines_flagged += flagged
+    return result

@@ -1,0 +1,125 @@
+"""Stream a file in large blocks and yield only the lines the prefilter flags.
+
+This is the hot path. A log is read in blocks of a few MiB, decoded as latin-1 (one char a
+byte, done in C) so that offsets stay byte offsets, and scanned once by the registry's
+Aho-Corasick automaton. Only flagged lines are decoded as UTF-8 and handed to Python
+regexes. Memory stays bounded whatever the file size: one block, a short tail of the block
+before (for backward context such as the frames above an exception line), and an over-long
+line is cut at ``max_line`` bytes with a warning rather than buffered whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+BLOCK = 4 * 1024 * 1024
+MAX_LINE = 64 * 1024
+TAIL = 64 * 1024
+
+
+@dataclass(slots=True)
+class Hit:
+    """A flagged line. ``buf``/``start`` let a parser look at the lines just above it."""
+
+    line_no: int
+    text: str
+    literals: tuple[str, ...]
+    buf: str
+    start: int
+
+    def before(self, n: int) -> list[str]:
+        """Up to ``n`` lines above this one (nearest last), from the block in memory."""
+        out: list[str] = []
+        end = self.start - 1
+        while len(out) < n and end > 0:
+            s = self.buf.rfind("\n", 0, end) + 1
+            out.append(_decode(self.buf[s : min(end, s + 4096)]))
+            end = s - 1
+        out.reverse()
+        return out
+
+
+def _decode(s: str) -> str:
+    return s.encode("latin-1").decode("utf-8", "replace").rstrip("\r")
+
+
+def scan(
+    fh: IO[bytes],
+    automaton: Any,
+    *,
+    block: int = BLOCK,
+    max_line: int = MAX_LINE,
+    warn: Callable[[str], None] | None = None,
+) -> Iterator[Hit]:
+    """Yield every line of ``fh`` that contains one of the automaton's literals."""
+    line_no = 1
+    pending = b""
+    tail = ""
+    skipping = False
+    warned_long = False
+
+    def flagged(chunk: bytes) -> Iterator[Hit]:
+        nonlocal line_no, tail
+        text = chunk.decode("latin-1")
+        s = tail + text
+        base = len(tail)
+        counted_to = base
+        cur_start = -1
+        cur_end = -1
+        lits: list[str] = []
+        for end_idx, value in automaton.iter(s, base):
+            if end_idx < cur_end:
+                if value[0] not in lits:
+                    lits.append(value[0])
+                continue
+            if cur_start >= 0:
+                line_no += s.count("\n", counted_to, cur_start)
+                counted_to = cur_start
+                yield Hit(line_no, _decode(s[cur_start:cur_end]), tuple(lits), s, cur_start)
+            cur_start = s.rfind("\n", 0, end_idx) + 1
+            nl = s.find("\n", end_idx)
+            cur_end = nl if nl >= 0 else len(s)
+            lits = [value[0]]
+        if cur_start >= 0:
+            line_no += s.count("\n", counted_to, cur_start)
+            counted_to = cur_start
+            yield Hit(line_no, _decode(s[cur_start:cur_end]), tuple(lits), s, cur_start)
+        line_no += s.count("\n", counted_to)
+        tail = s[-TAIL:] if len(s) > TAIL else s
+
+    def cut_long(chunk: bytes) -> Iterator[Hit]:
+        nonlocal skipping, warned_long
+        if warn and not warned_long:
+            warn(f"line {line_no} is longer than {max_line} bytes; it was cut")
+            warned_long = True
+        skipping = True
+        yield from flagged(chunk[:max_line] + b"\n")
+
+    while True:
+        data = fh.read(block)
+        if not data:
+            break
+        if skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                continue
+            data = data[nl + 1 :]
+            skipping = False
+        buf = pending + data if pending else data
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            if len(buf) > max_line:
+                pending = b""
+                yield from cut_long(buf)
+            else:
+                pending = buf
+            continue
+        yield from flagged(buf[: cut + 1])
+        pending = buf[cut + 1 :]
+        if len(pending) > max_line:
+            rest, pending = pending, b""
+            yield from cut_long(rest)
+    if pending and not skipping:
+        yield from flagged(pending)

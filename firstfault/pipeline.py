@@ -1,0 +1,95 @@
+"""The pipeline, end to end: discover -> parse/match -> align -> correlate -> attribute.
+
+``analyze_bundle`` is a pure function of the bundle's files and the registry, so the same
+call serves the CLI, a future HTTP service, or a parallel task over a history store.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from firstfault.align import align
+from firstfault.attribute import Evidence, attribute
+from firstfault.correlate import correlate
+from firstfault.discover import Bundle, discover
+from firstfault.match.registry import Registry, load_registry
+from firstfault.parse.run import ParseResult, parse_bundle
+from firstfault.records import Verdict
+
+
+def _known_ranks(pr: ParseResult, bundle: Bundle) -> list[int]:
+    ranks = set(pr.ctx.progress)
+    ranks.update(e.rank for e in pr.events if e.rank is not None)
+    ranks.update(f.local_rank for f in bundle.files if f.local_rank is not None and f.kind == "elastic_rank_log")
+    if pr.ctx.topology.world_size:
+        ranks.update(range(pr.ctx.topology.world_size))
+    return sorted(ranks)
+
+
+def _flight_recorder(bundle: Bundle, ranks: Sequence[int], warnings: list[str]) -> dict[str, Any] | None:
+    files = bundle.of_kind("fr_dump")
+    if not files:
+        return None
+    try:
+        from firstfault.flightrec.analyze import analyze_fr
+        from firstfault.flightrec.load import load_dumps
+    except ImportError:  # pragma: no cover - the module ships with the package
+        return None
+    loaded = load_dumps([f.path for f in files])
+    warnings.extend(f"flight recorder: {w}" for w in loaded.warnings)
+    if not loaded.dumps:
+        return None
+    world = max(ranks) + 1 if ranks else None
+    result = analyze_fr(loaded.dumps, expected_world_size=world)
+    warnings.extend(f"flight recorder: {w}" for w in result.warnings)
+    d: dict[str, Any] = result.to_dict()
+    return d
+
+
+def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
+    t0 = time.perf_counter()
+    pr = parse_bundle(bundle, registry)
+    t_parse = time.perf_counter()
+    warnings = list(pr.ctx.warnings)
+    tl = align(pr.events)
+    ranks = _known_ranks(pr, bundle)
+    corr = correlate(tl.events, ranks)
+    fr = _flight_recorder(bundle, ranks, warnings)
+    action_of = {s.id: s.action for s in registry.signatures if s.action is not None}
+    ev = Evidence(progress=pr.rank_progress(), fr=fr, ctx=pr.ctx, action_of=action_of)
+    _missing_rank_warnings(bundle, ranks, warnings)
+    verdict = attribute(corr, ev, warnings)
+    kinds = Counter(f.kind for f in bundle.files)
+    verdict.inputs = {"path": str(bundle.root), "files": len(bundle.files), "kinds": dict(sorted(kinds.items()))}
+    verdict.stats = {
+        "bytes_read": pr.bytes_read,
+        "files_read": pr.files_read,
+        "lines_flagged": pr.lines_flagged,
+        "events": len(pr.events),
+        "events_after_folding": len(tl.events),
+        "parse_s": round(t_parse - t0, 4),
+        "total_s": round(time.perf_counter() - t0, 4),
+    }
+    return verdict
+
+
+def _missing_rank_warnings(bundle: Bundle, ranks: Sequence[int], warnings: list[str]) -> None:
+    logged = {f.local_rank for f in bundle.files if f.kind == "elastic_rank_log" and f.local_rank is not None}
+    if logged and ranks:
+        missing = sorted(set(range(max(ranks) + 1)) - logged)
+        if missing:
+            warnings.append(f"no per-rank logs for rank(s) {missing}")
+
+
+def analyze(path: Path | str, signature_dirs: Sequence[Path] = ()) -> Verdict:
+    """Analyse a directory, archive or single log file. Raises BundleError if unusable."""
+    registry = load_registry(signature_dirs)
+    bundle = discover(path)
+    try:
+        return analyze_bundle(bundle, registry)
+    finally:
+        bundle.close()

@@ -1,0 +1,240 @@
+"""The shared vocabulary every pipeline stage speaks.
+
+Three records cross stage boundaries: an :class:`Event` (one classified line of evidence,
+with where and when it happened), the role it is given in the causal chain (:class:`Role`),
+and the :class:`Verdict` the attribution stage produces. They are plain dataclasses over
+primitive fields so they serialise to JSON, travel to worker processes, and can be stored
+in a history database without a translation layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+SCHEMA_VERSION = "1.0"
+
+
+class Category(StrEnum):
+    """What kind of fault a verdict names; the public list in the v1 schema."""
+
+    GPU_HARDWARE = "gpu_hardware"
+    GPU_OOM = "gpu_oom"
+    HOST_OOM = "host_oom"
+    NETWORK = "network"
+    HANG = "hang"
+    COLLECTIVE_MISMATCH = "collective_mismatch"
+    PROCESS_CRASH = "process_crash"
+    APPLICATION_ERROR = "application_error"
+    NUMERICAL = "numerical"
+    STORAGE_IO = "storage_io"
+    CONFIGURATION = "configuration"
+    SOFTWARE_BUG = "software_bug"
+    SCHEDULER = "scheduler"
+    STRAGGLER = "straggler"
+    NONE = "none"
+    UNKNOWN = "unknown"
+
+
+class Role(StrEnum):
+    """The part an event plays in a failure.
+
+    ``root`` is a fault in its own right; ``cascade`` is a symptom another fault explains
+    (a peer's timeout, a closed connection); ``teardown`` is the launcher or scheduler
+    cleaning up; ``noise`` is text that looks alarming but is advice or benign.
+    """
+
+    ROOT = "root"
+    CASCADE = "cascade"
+    TEARDOWN = "teardown"
+    NOISE = "noise"
+
+
+class Layer(StrEnum):
+    """Where in the stack an event originates, from the metal up."""
+
+    HARDWARE = "hardware"
+    DRIVER = "driver"
+    NETWORK = "network"
+    HOST = "host"
+    SCHEDULER = "scheduler"
+    LAUNCHER = "launcher"
+    FRAMEWORK = "framework"
+    APPLICATION = "application"
+
+
+class Action(StrEnum):
+    """What an operator should do next."""
+
+    RESTART = "restart"
+    EXCLUDE_AND_RESTART = "exclude_and_restart"
+    STOP = "stop"
+    NONE = "none"
+
+
+@dataclass(slots=True)
+class Event:
+    """One matched line (or block, for a traceback) of evidence.
+
+    ``ts`` is seconds since the epoch (UTC) after alignment; ``ts_quality`` says whether the
+    time was on the line (``exact``), taken from a nearby line (``inherited``), or unknown.
+    ``fields`` holds the signature's named groups (exit code, peer, seq id, ...).
+    """
+
+    id: int
+    source: str
+    line: int
+    text: str
+    signature: str
+    category: Category
+    layer: Layer
+    role: Role
+    severity: str = "error"
+    ts: float | None = None
+    ts_quality: str = "none"
+    host: str | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    gpu: str | None = None
+    pid: int | None = None
+    attempt: int | None = None
+    fields: dict[str, str] = field(default_factory=dict)
+    context: list[str] = field(default_factory=list)
+    priority: int = 0
+
+    def where(self) -> str:
+        """A short human location: rank/host/gpu where known."""
+        parts = []
+        if self.rank is not None:
+            parts.append(f"rank {self.rank}")
+        if self.host:
+            parts.append(f"host {self.host}")
+        if self.gpu:
+            parts.append(f"GPU {self.gpu}")
+        return ", ".join(parts) or "unknown location"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "file": self.source,
+            "line": self.line,
+            "timestamp": self.ts,
+            "timestamp_quality": self.ts_quality,
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "host": self.host,
+            "gpu": self.gpu,
+            "pid": self.pid,
+            "attempt": self.attempt,
+            "signature": self.signature,
+            "category": str(self.category),
+            "layer": str(self.layer),
+            "severity": self.severity,
+            "text": self.text,
+            "fields": dict(self.fields),
+            "context": list(self.context),
+        }
+
+
+@dataclass(slots=True)
+class ChainLink:
+    """An event's place in the causal chain: its role and the event that explains it."""
+
+    event: Event
+    role: Role
+    explained_by: int | None
+    rule: str
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.event.to_dict()
+        d.update({"role": str(self.role), "explained_by": self.explained_by, "rule": self.rule})
+        return d
+
+
+@dataclass(slots=True)
+class Culprit:
+    ranks: list[int] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    gpus: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Hypothesis:
+    """A candidate explanation; the winner becomes the verdict, the rest are alternatives."""
+
+    category: Category
+    culprit: Culprit
+    action: Action
+    score: float
+    summary: str
+    root_event: Event | None = None
+    reasons: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "category": str(self.category),
+            "culprit": asdict(self.culprit),
+            "action": str(self.action),
+            "score": round(self.score, 4),
+            "summary": self.summary,
+            "root_event_id": self.root_event.id if self.root_event else None,
+            "reasons": list(self.reasons),
+        }
+
+
+@dataclass(slots=True)
+class RankProgress:
+    """Last step a rank reported and its step-time statistics (stragglers, hangs)."""
+
+    rank: int
+    last_step: int | None = None
+    last_step_ts: float | None = None
+    steps_seen: int = 0
+    median_step_ms: float | None = None
+    host: str | None = None
+
+
+@dataclass(slots=True)
+class Verdict:
+    """The public answer. ``to_dict`` is the v1 JSON contract (see docs/verdict-schema.md)."""
+
+    category: Category
+    culprit: Culprit
+    action: Action
+    confidence: float
+    summary: str
+    root_event: Event | None
+    causal_chain: list[ChainLink]
+    explained_fraction: float
+    alternatives: list[Hypothesis]
+    warnings: list[str]
+    reasons: list[str] = field(default_factory=list)
+    progress: list[RankProgress] = field(default_factory=list)
+    inputs: dict[str, Any] = field(default_factory=dict)
+    flight_recorder: dict[str, Any] | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool": "firstfault",
+            "verdict": {
+                "category": str(self.category),
+                "culprit": asdict(self.culprit),
+                "action": str(self.action),
+                "confidence": round(self.confidence, 3),
+                "summary": self.summary,
+                "reasons": list(self.reasons),
+            },
+            "root_event": self.root_event.to_dict() if self.root_event else None,
+            "causal_chain": [c.to_dict() for c in self.causal_chain],
+            "explained_fraction": round(self.explained_fraction, 4),
+            "alternatives": [h.to_dict() for h in self.alternatives],
+            "progress": [asdict(p) for p in self.progress],
+            "flight_recorder": self.flight_recorder,
+            "inputs": self.inputs,
+            "stats": self.stats,
+            "warnings": list(self.warnings),
+        }

@@ -1,0 +1,72 @@
+"""The Rich terminal summary: the verdict first, then the evidence that carries it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from firstfault.parse.timestamps import iso
+
+_STYLE = {"root": "bold red", "cascade": "yellow", "teardown": "cyan", "noise": "dim"}
+
+
+def _culprit(v: dict[str, Any]) -> str:
+    c = v["verdict"]["culprit"]
+    parts = []
+    if c["ranks"]:
+        parts.append("rank " + ", ".join(map(str, c["ranks"])))
+    if c["hosts"]:
+        parts.append("host " + ", ".join(c["hosts"]))
+    if c["gpus"]:
+        parts.append("GPU " + ", ".join(c["gpus"]))
+    if c["links"]:
+        parts.append("link " + ", ".join(c["links"]))
+    return "; ".join(parts) or "-"
+
+
+def render(v: dict[str, Any], console: Console | None = None, max_chain: int = 12) -> None:
+    console = console or Console()
+    vd = v["verdict"]
+    head = Table.grid(padding=(0, 2))
+    head.add_row("category", Text(vd["category"], style="bold"))
+    head.add_row("culprit", Text(_culprit(v), style="bold red"))
+    head.add_row("action", Text(vd["action"], style="bold green"))
+    head.add_row("confidence", f"{vd['confidence']:.2f}")
+    re_ = v.get("root_event")
+    if re_:
+        head.add_row("root event", Text(f"{re_['file']}:{re_['line']}  {iso(re_['timestamp'])}"))
+        head.add_row("", Text(re_["text"][:300], style="red"))
+    head.add_row("explained", f"{v['explained_fraction'] * 100:.0f}% of {len(v['causal_chain'])} error events")
+    console.print(Panel(head, title=Text(vd["summary"][:200], style="bold"), title_align="left"))
+    if vd.get("reasons"):
+        for r in vd["reasons"]:
+            console.print(f"  • {r}", style="dim" if r.startswith("confidence:") else None, markup=False)
+    chain = v["causal_chain"]
+    if chain:
+        roles = Counter(c["role"] for c in chain)
+        t = Table(title=f"causal chain ({', '.join(f'{n} {r}' for r, n in roles.items())})", show_lines=False)
+        for col in ("time", "role", "rank", "signature", "text"):
+            t.add_column(col, overflow="fold")
+        shown = sorted(chain, key=lambda c: (c["role"] != "root", c["timestamp"] or 0))[:max_chain]
+        for c in sorted(shown, key=lambda c: c["timestamp"] or 0):
+            t.add_row(
+                iso(c["timestamp"])[11:23],
+                Text(c["role"], style=_STYLE.get(c["role"], "")),
+                "-" if c["rank"] is None else str(c["rank"]),
+                Text(c["signature"]),
+                Text(c["text"][:120]),
+            )
+        console.print(t)
+        if len(chain) > max_chain:
+            console.print(f"  … {len(chain) - max_chain} more events (use --json or --markdown for all)", style="dim")
+    if v.get("alternatives"):
+        console.print("alternatives:", style="bold")
+        for a in v["alternatives"]:
+            console.print(f"  {a['score']:.2f}  {a['summary'][:160]}", markup=False)
+    for w in v.get("warnings", [])[:20]:
+        console.print(f"warning: {w}", style="yellow", markup=False)

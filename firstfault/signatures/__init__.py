@@ -1,0 +1,1 @@
+"""Bundled signature files (TOML, one per family); see docs/signatures.md."""
