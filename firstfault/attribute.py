@@ -99,19 +99,34 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
     fr_rank_order = [c["rank"] for c in _fr_culprits(ev.fr)]
     quiet = [r for r, v in corr.ranks.items() if v.first_cascade is None and v.first_root is None]
     pool = quiet or list(corr.ranks)
+    timeouts = any(
+        v.first_cascade is not None and v.first_cascade.category == Category.HANG for v in corr.ranks.values()
+    )
     out = []
     for r in pool:
         p = prog.get(r)
         reasons = []
-        if r in quiet:
-            reasons.append(f"rank {r} reported no timeout while {len(victims)} peer(s) timed out waiting")
+        cat = Category.HANG
+        exiting = any(e.signature == "python.faulthandler_no_frame" for e in corr.ranks[r].events)
+        if r in quiet and timeouts:
+            reasons.append(f"rank {r} reported no error while {len(victims)} peer(s) timed out waiting for it")
+        elif r in quiet:
+            cat = Category.APPLICATION_ERROR if exiting else Category.PROCESS_CRASH
+            reasons.append(
+                f"rank {r} reported no error while {len(victims)} peer(s) saw their connections to it close"
+            )
+            if exiting:
+                reasons.append(
+                    "it was already shutting down (interpreter exit, no Python frame) when torchrun stopped it: "
+                    "the program ended on that rank without an error (sys.exit or an early return)"
+                )
         if p and p.last_step is not None:
             reasons.append(f"its last progress was step {p.last_step} at {iso(p.last_step_ts)}")
         if r in fr_rank_order:
             fc = _fr_culprits(ev.fr)[fr_rank_order.index(r)]
             reasons.append(f"flight recorder: {fc.get('reason', fc.get('kind'))}")
         ts = p.last_step_ts if p else None
-        out.append(Candidate("silent", None, r, None, ts, Category.HANG, reasons))
+        out.append(Candidate("silent", None, r, None, ts, cat, reasons))
 
     def key(c: Candidate) -> tuple[int, int, float, int]:
         fr_pos = fr_rank_order.index(c.rank) if c.rank in fr_rank_order else len(fr_rank_order) + 1
@@ -176,8 +191,10 @@ def _hypothesis(c: Candidate, corr: Correlation, ev: Evidence) -> Hypothesis:
     root = c.event
     if root is not None:
         what = root.text.strip()
-    elif c.kind == "silent":
+    elif c.kind == "silent" and cat == Category.HANG:
         what = "stopped making progress; its peers timed out waiting for it"
+    elif c.kind == "silent":
+        what = "left the job without an error of its own; its peers lost their connections to it"
     else:
         what = "; ".join(c.reasons)
     where = f"rank {ranks[0]}" if ranks else (f"host {hosts[0]}" if hosts else "unknown location")
@@ -285,7 +302,9 @@ def _chain(
     return links, frac
 
 
-def attribute(corr: Correlation, ev: Evidence, warnings: Sequence[str] = ()) -> Verdict:
+def attribute(
+    corr: Correlation, ev: Evidence, warnings: Sequence[str] = (), later: Sequence[Event] = ()
+) -> Verdict:
     cands = _merge_host([c for c in corr.candidates if c.kind in ("event", "exit")])
     if not cands:
         cands = _silent_candidates(corr, ev)
@@ -306,6 +325,7 @@ def attribute(corr: Correlation, ev: Evidence, warnings: Sequence[str] = ()) -> 
                        progress=ev.progress, flight_recorder=ev.fr)
     win, rest = cands[0], cands[1:]
     hyp = _hypothesis(win, corr, ev)
+    _fr_mismatch(hyp, win, ev)
     conf, why = _confidence(win, rest, ev)
     hyp.score = conf
     # A later root on another rank in the same attempt is a second, independent fault.
@@ -327,6 +347,7 @@ def attribute(corr: Correlation, ev: Evidence, warnings: Sequence[str] = ()) -> 
         if c.rank is not None and c.rank not in culprit.ranks:
             culprit.ranks.append(c.rank)
     chain, frac = _chain(corr, win, seconds)
+    chain += _later_links(later, win)
     n_casc = sum(1 for link in chain if link.explained_by is not None or (win.event is None and link.role != Role.ROOT))
     victims = {link.event.rank for link in chain if link.role == Role.CASCADE and link.event.rank != win.rank}
     summary = hyp.summary
@@ -334,7 +355,7 @@ def attribute(corr: Correlation, ev: Evidence, warnings: Sequence[str] = ()) -> 
         summary += f" — {n_casc} later error(s) on {len(victims)} other rank(s) follow from it"
     if seconds:
         summary += f"; rank {seconds[0].rank} failed independently {(seconds[0].ts or 0) - (win.ts or 0):.1f} s later"
-    recur = _recurrences(corr, win)
+    recur = _recurrences(corr, win, later)
     if recur:
         hyp.reasons.append(f"the same failure recurred in attempt(s) {', '.join(map(str, recur))}")
     if hyp.root_event is not None and hyp.root_event.ts_quality != "exact":
@@ -356,11 +377,44 @@ def attribute(corr: Correlation, ev: Evidence, warnings: Sequence[str] = ()) -> 
     )
 
 
-def _recurrences(corr: Correlation, win: Candidate) -> list[int]:
+def _fr_mismatch(hyp: Hypothesis, win: Candidate, ev: Evidence) -> None:
+    """In a desync the rank that *detects* the size mismatch is a witness; the flight
+    recorder's first divergent entry names the rank that called something else."""
+    if hyp.category != Category.COLLECTIVE_MISMATCH:
+        return
+    mism = [c for c in _fr_culprits(ev.fr) if c.get("kind") == "mismatched"]
+    if not mism:
+        return
+    ranks = [int(c["rank"]) for c in mism]
+    if ranks and hyp.culprit.ranks[:1] != ranks[:1]:
+        if win.rank is not None:
+            hyp.reasons.append(f"rank {win.rank} detected the mismatch; it is a witness, not the culprit")
+        hyp.culprit.ranks = ranks
+        hyp.summary = f"collective mismatch on rank {ranks[0]}: {mism[0].get('reason')}"
+    hyp.reasons.append(f"flight recorder: {mism[0].get('reason')}")
+
+
+def _later_links(later: Sequence[Event], win: Candidate) -> list[ChainLink]:
+    """Events of restart attempts: the restart itself was caused by the root."""
+    out = []
+    root = win.event
+    for e in later:
+        if e.role == Role.NOISE or e.severity not in ("error", "warning"):
+            continue
+        if root is not None and e.rank == root.rank and e.signature == root.signature:
+            rule = f"the same failure recurred in restart attempt {e.attempt}"
+        else:
+            rule = f"in restart attempt {e.attempt}, after the root fault"
+        role = Role.TEARDOWN if e.role == Role.TEARDOWN else Role.CASCADE
+        out.append(ChainLink(e, role, root.id if root else None, rule))
+    return out
+
+
+def _recurrences(corr: Correlation, win: Candidate, later: Sequence[Event] = ()) -> list[int]:
     if win.event is None or win.event.attempt is None:
         return []
     out = set()
-    for e in corr.errors:
+    for e in list(corr.errors) + list(later):
         if e.rank == win.rank and e.signature == win.event.signature and e.attempt not in (None, win.event.attempt):
             out.add(e.attempt)
     return sorted(a for a in out if a is not None)

@@ -25,7 +25,15 @@ app = typer.Typer(
 )
 bench_app = typer.Typer(help="Benchmarks: accuracy on labelled bundles, speed against grep -E.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
+
+
+def _fail(exc: object, code: int = 2) -> typer.Exit:
+    """Print a clear one-line error (no markup interpretation of user text) and exit."""
+    from rich.text import Text
+
+    err.print(Text("firstfault: ", style="bold red") + Text(str(exc)))
+    return typer.Exit(code)
 
 
 def _mount(module: str, name: str, help_: str) -> None:
@@ -67,8 +75,7 @@ def analyze(
     try:
         verdict = run(path, signatures or [])
     except (BundleError, SignatureError) as exc:
-        err.print(f"[bold red]firstfault:[/] {exc}")
-        raise typer.Exit(2) from None
+        raise _fail(exc) from None
     v = verdict.to_dict()
     if markdown:
         from firstfault.report.markdown import render_markdown
@@ -102,14 +109,13 @@ def signatures_cmd(
     try:
         reg = load_registry(extra or [])
     except SignatureError as exc:
-        err.print(f"[bold red]firstfault:[/] {exc}")
-        raise typer.Exit(2) from None
+        raise _fail(exc) from None
     if check:
         from firstfault.match.check import check_registry
 
         problems = check_registry(reg)
         for p in problems:
-            err.print(f"[red]{p}[/]")
+            err.print(p, style="red", markup=False)
         print(f"{len(reg.signatures)} signatures, {len(problems)} problem(s)")
         raise typer.Exit(1 if problems else 0)
     t = Table(title=f"{len(reg.signatures)} signatures")
@@ -130,6 +136,20 @@ def bench_accuracy(
 
     code = run_accuracy(cases, markdown)
     raise typer.Exit(code)
+
+
+@bench_app.command("generate")
+def bench_generate(
+    out: Annotated[Path, typer.Argument(help="Directory to write the labelled bundles into")],
+    count: Annotated[int, typer.Option(help="How many bundles")] = 25,
+    seed: Annotated[int, typer.Option(help="Seed of the case plan")] = 0,
+    jobs: Annotated[int, typer.Option(help="Simulations run at once")] = 2,
+) -> None:
+    """Generate a labelled case set with the real simulator (needs firstfault[torch])."""
+    from firstfault.bench.cases import generate
+
+    paths = generate(out, count=count, seed=seed, jobs=jobs)
+    print(f"wrote {len(paths)} bundles under {out}")
 
 
 @bench_app.command("speed")

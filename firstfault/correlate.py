@@ -105,8 +105,7 @@ def _rank_views(events: Sequence[Event]) -> tuple[dict[int, RankView], dict[str,
         if e.role == Role.NOISE:
             continue
         if e.rank is None:
-            if e.host:
-                hosts[e.host].append(e)
+            hosts[e.host or ""].append(e)  # "" holds events whose place is unknown
             continue
         v = ranks.setdefault(e.rank, RankView(e.rank))
         v.events.append(e)
@@ -131,13 +130,16 @@ def _rank_views(events: Sequence[Event]) -> tuple[dict[int, RankView], dict[str,
 def _most_specific(roots: list[Event]) -> Event | None:
     """The first root event, or a more specific one right beside it.
 
-    A C++ abort prints ``terminate called after throwing ...`` and then ``what(): <reason>``;
-    Python prints a chained exception's cause first. The reason is the better root.
+    A C++ abort prints ``terminate called after throwing ...`` and then ``what(): <reason>``:
+    signatures that only announce a reason to follow carry ``sets = {defer = "1"}``, and the
+    more specific event right after them is the better root.
     """
     if not roots:
         return None
     first = roots[0]
     best = first
+    if first.fields.get("defer") != "1":
+        return first
     for e in roots[1:]:
         same_place = e.source == first.source and 0 <= e.line - first.line <= 5
         if same_place and e.priority > best.priority:
@@ -189,7 +191,9 @@ def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Corre
         if roots:
             host_roots[host] = roots
             first = roots[0]
-            candidates.append(Candidate("event", first, None, host, first.ts, first.category, [], roots[1:]))
+            candidates.append(
+                Candidate("event", first, None, host or None, first.ts, first.category, [], roots[1:])
+            )
     for v in ranks.values():
         if v.first_root is not None:
             e = v.first_root

@@ -15,14 +15,16 @@ from typing import Any
 from firstfault.align import align
 from firstfault.attribute import Evidence, attribute
 from firstfault.correlate import correlate
-from firstfault.discover import Bundle, discover
+from firstfault.discover import Bundle, BundleError, discover
 from firstfault.match.registry import Registry, load_registry
 from firstfault.parse.run import ParseResult, parse_bundle
-from firstfault.records import Verdict
+from firstfault.records import Event, Role, Verdict
 
 
 def _known_ranks(pr: ParseResult, bundle: Bundle) -> list[int]:
-    ranks = set(pr.ctx.progress)
+    ranks: set[int] = set()
+    for prog in pr.ctx.progress_by_attempt.values():
+        ranks.update(prog)
     ranks.update(e.rank for e in pr.events if e.rank is not None)
     ranks.update(f.local_rank for f in bundle.files if f.local_rank is not None and f.kind == "elastic_rank_log")
     if pr.ctx.topology.world_size:
@@ -53,16 +55,25 @@ def _flight_recorder(bundle: Bundle, ranks: Sequence[int], warnings: list[str]) 
 def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
     t0 = time.perf_counter()
     pr = parse_bundle(bundle, registry)
+    if pr.files_read == 0 and not bundle.of_kind("fr_dump"):
+        kinds = ", ".join(sorted({f.kind for f in bundle.files}))
+        raise BundleError(f"{bundle.root}: no log files firstfault can read (found only: {kinds})")
     t_parse = time.perf_counter()
     warnings = list(pr.ctx.warnings)
     tl = align(pr.events)
+    assign_attempts(tl.events, pr.ctx.attempt_start)
+    first = first_failed_attempt(tl.events)
+    now = [e for e in tl.events if e.attempt is None or first is None or e.attempt <= first]
+    later = [e for e in tl.events if e not in now] if first is not None else []
+    if later:
+        warnings.append(f"torchrun restarted the job; attempt {first} failed first and is the one analysed")
     ranks = _known_ranks(pr, bundle)
-    corr = correlate(tl.events, ranks)
+    corr = correlate(now, ranks)
     fr = _flight_recorder(bundle, ranks, warnings)
     action_of = {s.id: s.action for s in registry.signatures if s.action is not None}
-    ev = Evidence(progress=pr.rank_progress(), fr=fr, ctx=pr.ctx, action_of=action_of)
+    ev = Evidence(progress=pr.rank_progress(first), fr=fr, ctx=pr.ctx, action_of=action_of)
     _missing_rank_warnings(bundle, ranks, warnings)
-    verdict = attribute(corr, ev, warnings)
+    verdict = attribute(corr, ev, warnings, later=later)
     kinds = Counter(f.kind for f in bundle.files)
     verdict.inputs = {"path": str(bundle.root), "files": len(bundle.files), "kinds": dict(sorted(kinds.items()))}
     verdict.stats = {
@@ -75,6 +86,35 @@ def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
         "total_s": round(time.perf_counter() - t0, 4),
     }
     return verdict
+
+
+def assign_attempts(events: Sequence[Event], starts: dict[int, float]) -> None:
+    """Give console and host events the torchrun attempt they happened in, by time.
+
+    Attempt K runs from the first line of its per-rank files until attempt K+1 starts.
+    """
+    if len(starts) < 2:
+        return
+    order = sorted(starts.items(), key=lambda kv: kv[1])
+    last = max(starts)
+    for e in events:
+        if e.attempt is not None:
+            continue
+        if e.signature == "torchelastic.failure_record":
+            e.attempt = last  # torchrun prints its ChildFailedError summary once, after the last attempt
+            continue
+        if e.ts is None:
+            continue
+        att = order[0][0]
+        for k, t in order:
+            if t <= e.ts:
+                att = k
+        e.attempt = att
+
+
+def first_failed_attempt(events: Sequence[Event]) -> int | None:
+    atts = [e.attempt for e in events if e.attempt is not None and e.severity == "error" and e.role != Role.NOISE]
+    return min(atts) if atts else None
 
 
 def _missing_rank_warnings(bundle: Bundle, ranks: Sequence[int], warnings: list[str]) -> None:

@@ -92,9 +92,20 @@ class Progress:
 class ParseContext:
     year_hint: int | None = None
     topology: Topology = field(default_factory=Topology)
-    progress: dict[int, Progress] = field(default_factory=dict)
+    # attempt -> rank -> progress; torchrun restarts start every rank's count again
+    progress_by_attempt: dict[int, dict[int, Progress]] = field(default_factory=dict)
+    # attempt -> earliest time seen in that attempt's per-rank files
+    attempt_start: dict[int, float] = field(default_factory=dict)
+    has_rank_files: bool = False
     warnings: list[str] = field(default_factory=list)
     default_host: str | None = None
+
+    def progress(self, attempt: int | None = None) -> dict[int, Progress]:
+        """Per-rank progress of one attempt (default: the first one seen)."""
+        if not self.progress_by_attempt:
+            return {}
+        key = min(self.progress_by_attempt) if attempt is None else attempt
+        return self.progress_by_attempt.get(key, {})
 
     def warn(self, msg: str) -> None:
         if msg not in self.warnings:

@@ -13,6 +13,10 @@ import re
 
 LITERALS = ("step ", "step:", "iteration ")
 
+
+# A rank's own work per step (compute, excluding time spent waiting in collectives) tells a
+# straggler apart: the wall time of a synchronous step is the same on every rank.
+_OWN_MS = re.compile(r"\b(?:compute_ms|compute time \(ms\)|fwd_bwd_ms)[ =:]\s*(?P<ms>[\d.]+)")
 _PATTERNS = [
     re.compile(r"\bstep[ :=]\s*(?P<step>\d+)\b(?:.*?\bstep_time_ms[ =:]\s*(?P<ms>[\d.]+))?"),
     re.compile(
@@ -23,11 +27,17 @@ _RANK = re.compile(r"\[rank(?P<rank>\d+)\]|\brank[ =:](?P<rank2>\d+)\b")
 
 
 def match_progress(text: str) -> tuple[int, float | None, int | None] | None:
-    """(step, step_ms, rank-if-named) when ``text`` is a progress line."""
+    """(step, step_ms, rank-if-named) when ``text`` is a progress line.
+
+    ``step_ms`` is the rank's own compute time when the line gives it, else the step time.
+    """
     for pat in _PATTERNS:
         m = pat.search(text)
         if m:
             ms = m.groupdict().get("ms")
+            own = _OWN_MS.search(text)
+            if own:
+                ms = own["ms"]
             r = _RANK.search(text)
             rank = None
             if r:

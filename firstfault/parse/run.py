@@ -35,9 +35,9 @@ class ParseResult:
     lines_flagged: int = 0
     skipped: list[str] = field(default_factory=list)
 
-    def rank_progress(self) -> list[RankProgress]:
+    def rank_progress(self, attempt: int | None = None) -> list[RankProgress]:
         out = []
-        for rank, p in sorted(self.ctx.progress.items()):
+        for rank, p in sorted(self.ctx.progress(attempt).items()):
             med = median(p.step_ms) if p.step_ms else None
             out.append(
                 RankProgress(
@@ -100,6 +100,11 @@ def _elastic_error_json(sf: SourceFile, registry: Registry, ctx: ParseContext, n
     except (OSError, ValueError, AttributeError, TypeError, KeyError) as exc:
         ctx.warn(f"{sf.rel}: unreadable torchelastic error file ({exc})")
         return
+    if ts is not None and sf.attempt is not None:
+        # a restart that failed at start-up leaves no timed line but this one
+        start = ctx.attempt_start.get(sf.attempt)
+        if start is None or ts < start:
+            ctx.attempt_start[sf.attempt] = ts
     first = text.strip().splitlines()[-1].strip() if text.strip() else ""
     sig = registry.match(first, sf.kind) if first else None
     if sig is None:
@@ -135,15 +140,22 @@ def parse_file(sf: SourceFile, registry: Registry, ctx: ParseContext, start_id: 
     events: list[Event] = []
     flagged = 0
     automaton = registry.automaton
+    # With torchrun's per-rank files present, progress comes from them (they know the attempt);
+    # the console's --tee copy would only count every step twice.
+    own_progress = sf.kind == "elastic_rank_log" or not ctx.has_rank_files
     try:
         with open(sf.path, "rb") as fh:
             for hit in scan(fh, automaton, warn=lambda m: ctx.warn(f"{sf.rel}: {m}")):
                 flagged += 1
                 info = parser.locate(hit)
+                if sf.attempt is not None and info.ts is not None:
+                    start = ctx.attempt_start.get(sf.attempt)
+                    if start is None or info.ts < start:
+                        ctx.attempt_start[sf.attempt] = info.ts
                 sig: Signature | None = registry.match(info.text, sf.kind, hit.literals)
                 if sig is None:
-                    if any(lit in progress_mod.LITERALS for lit in hit.literals):
-                        _progress(info.text, info.rank, info.ts, ctx, sf.rel, hit.line_no)
+                    if own_progress and any(lit in progress_mod.LITERALS for lit in hit.literals):
+                        _progress(info.text, info.rank, info.ts, ctx, sf, hit.line_no)
                     continue
                 m = sig.pattern.search(info.text)
                 fields = {k: v for k, v in (m.groupdict() if m else {}).items() if v is not None}
@@ -178,9 +190,7 @@ def parse_file(sf: SourceFile, registry: Registry, ctx: ParseContext, start_id: 
     return events, flagged
 
 
-def _progress(
-    text: str, rank: int | None, ts: float | None, ctx: ParseContext, source: str, line: int
-) -> None:
+def _progress(text: str, rank: int | None, ts: float | None, ctx: ParseContext, sf: SourceFile, line: int) -> None:
     got = progress_mod.match_progress(text)
     if got is None:
         return
@@ -188,11 +198,11 @@ def _progress(
     r = named if named is not None else rank
     if r is None:
         return
-    p = ctx.progress.setdefault(r, Progress())
+    p = ctx.progress_by_attempt.setdefault(sf.attempt or 0, {}).setdefault(r, Progress())
     if p.last_step is None or step >= p.last_step:
         p.last_step = step
         p.last_ts = ts
-        p.last_source, p.last_line, p.last_text = source, line, text[:MAX_TEXT]
+        p.last_source, p.last_line, p.last_text = sf.rel, line, text[:MAX_TEXT]
     p.steps_seen += 1
     if ms is not None and len(p.step_ms) < 100_000:
         p.step_ms.append(ms)
@@ -201,6 +211,7 @@ def _progress(
 def parse_bundle(bundle: Bundle, registry: Registry) -> ParseResult:
     registry.add_literals(progress_mod.LITERALS)
     ctx = ParseContext(year_hint=_year_hint(bundle))
+    ctx.has_rank_files = any(f.kind == "elastic_rank_log" for f in bundle.files)
     ctx.warnings.extend(bundle.warnings)
     events: list[Event] = []
     result = ParseResult(events, ctx)
