@@ -163,6 +163,19 @@ def bench_speed(
     run_speed(path, repeat)
 
 
+@bench_app.command("inflate")
+def bench_inflate(
+    src: Annotated[Path, typer.Argument(help="A real bundle")],
+    dst: Annotated[Path, typer.Argument(help="Where to write the inflated bundle")],
+    copies: Annotated[int, typer.Option(help="How many host copies")] = 100,
+) -> None:
+    """Make a bigger bundle for `bench speed` by copying a real one onto many hosts."""
+    from firstfault.bench.speed import inflate
+
+    n = inflate(src, dst, copies)
+    print(f"wrote {n / 1e6:.1f} MB under {dst}")
+
+
 def _mount_bench(module: str, attr: str, name: str) -> None:
     try:
         mod = importlib.import_module(module)

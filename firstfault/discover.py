@@ -10,6 +10,7 @@ bundle are not followed.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tarfile
@@ -17,7 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SNIFF = 64 * 1024
+SNIFF = 16 * 1024
 MAX_ARCHIVE_BYTES = 8 * 1024**3
 MAX_ARCHIVE_MEMBERS = 200_000
 MAX_RATIO = 200
@@ -71,7 +72,10 @@ def _is_binary(head: bytes) -> bool:
 
 
 _KIND_MARKERS: list[tuple[str, tuple[bytes, ...]]] = [
-    ("kernel_log", (b"NVRM: ", b"kernel: ", b"Out of memory: Killed process", b"mlx5_core")),
+    ("kernel_log", (b"NVRM: ", b"kernel: ", b"Out of memory: Killed process", b"mlx5_core",
+                    # dmesg -x, raw /dev/kmsg, lines only the kernel prints, NVIDIA fabric manager
+                    b"kern  :", b",-;", b"segfault at ", b"oom-kill:constraint=", b"nvidia-nvswitch",
+                    b"] [INFO] [tid ")),
     ("slurm_output", (b"srun: ", b"slurmstepd: ", b"slurmstepd-")),
     ("launcher_console", (b"torch.distributed.elastic", b"torch/distributed/elastic", b"[default0]:", b"torchrun")),
     ("nccl_debug", (b" NCCL INFO ", b" NCCL WARN ")),
@@ -159,25 +163,46 @@ def discover(path: Path | str) -> Bundle:
         root = p
     root = root.resolve()
     files: list[SourceFile] = []
-    for f in sorted(root.rglob("*")):
-        try:
-            if f.is_symlink() and not f.resolve().is_relative_to(root):
-                warnings.append(f"{f.relative_to(root)}: symbolic link leads outside the bundle; not followed")
-                continue
-            if not f.is_file():
-                continue
-        except OSError as exc:
-            warnings.append(f"{f}: cannot stat ({exc})")
-            continue
-        rel = f.relative_to(root).as_posix()
-        sf = _source(f, root, rel, warnings)
-        if sf is not None:
-            files.append(sf)
+    for f, rel in _walk(root, warnings):
+        files.append(_source(f, root, rel, warnings))
     if not files:
         if tempdir:
             shutil.rmtree(tempdir, ignore_errors=True)
         raise BundleError(f"{p}: no readable files")
     return Bundle(root, files, warnings, tempdir)
+
+
+def _walk(root: Path, warnings: list[str]) -> list[tuple[Path, str]]:
+    """Regular files under ``root`` in a stable order; links out of the root are refused."""
+    out: list[tuple[Path, str]] = []
+    stack = [root]
+    while stack:
+        d = stack.pop()
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError as exc:
+            warnings.append(f"{d}: cannot list ({exc.strerror or exc})")
+            continue
+        subdirs = []
+        for e in entries:
+            p = Path(e.path)
+            try:
+                if e.is_symlink():
+                    target = p.resolve()
+                    if not target.is_relative_to(root):
+                        warnings.append(f"{p.relative_to(root)}: symbolic link leads outside the bundle; not followed")
+                        continue
+                    if target.is_dir():
+                        continue  # no directory links: no loops
+                if e.is_dir(follow_symlinks=False):
+                    subdirs.append(p)
+                elif e.is_file():
+                    out.append((p, p.relative_to(root).as_posix()))
+            except OSError as exc:
+                warnings.append(f"{p}: cannot stat ({exc.strerror or exc})")
+        stack.extend(reversed(subdirs))
+    out.sort(key=lambda x: x[1])
+    return out
 
 
 def _source(f: Path, root: Path, rel: str, warnings: list[str]) -> SourceFile:

@@ -24,6 +24,8 @@ from firstfault.parse.timestamps import parse_timestamp
 _ELASTIC_PREFIX = re.compile(r"^\[(?!rank\d)(?P<role>[A-Za-z_][\w-]*?)(?P<lr>\d+)\]:")
 # torch's c10 logger and distributed errors: "[rank3]:" (global rank)
 _RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:")
+# cheap precheck: every timestamp format firstfault reads has a clock in it
+_CLOCK = re.compile(r"\d\d:\d\d:\d\d")
 # srun -l / --label: "3: " (global task id), padded with spaces for wide jobs
 _SRUN_PREFIX = re.compile(r"^\s*(?P<task>\d{1,6}): ")
 
@@ -122,6 +124,8 @@ class SourceParser:
         self.sf = sf
         self.ctx = ctx
         self.last_ts: float | None = None
+        # where the previous flagged line sat, so a backward search for a time stops there
+        self._prev: tuple[str, int, float | None] = ("", -1, None)
 
     def strip(self, text: str, info: LineInfo) -> str:
         srun = self.sf.kind in ("slurm_output", "launcher_console", "app_log")
@@ -133,20 +137,27 @@ class SourceParser:
         return text
 
     def timestamp(self, hit: Hit, text: str) -> tuple[float | None, str]:
-        ts = parse_timestamp(text, self.ctx.year_hint)
+        ts = parse_timestamp(text, self.ctx.year_hint) if _CLOCK.search(text, 0, 140) else None
         if ts is not None:
+            self._prev = (hit.buf, hit.start, ts)
             return ts, "exact"
-        for above in reversed(hit.before(self.inherit_lines)):
+        buf_id, prev_start, prev_ts = self._prev
+        same = buf_id is hit.buf
+        stop = prev_start if same else 0
+        for _, above in hit.iter_before(self.inherit_lines, stop):
+            if not _CLOCK.search(above, 0, 140):
+                continue
             ts = parse_timestamp(above, self.ctx.year_hint)
             if ts is None:
                 m = _ELASTIC_PREFIX.match(above) or _RANK_PREFIX.match(above)
                 if m:
                     ts = parse_timestamp(above[m.end() :], self.ctx.year_hint)
             if ts is not None:
-                return ts, "inherited"
-        if self.last_ts is not None:
-            return self.last_ts, "inherited"
-        return None, "none"
+                break
+        else:
+            ts = prev_ts if same and prev_ts is not None else self.last_ts
+        self._prev = (hit.buf, hit.start, ts)
+        return (ts, "inherited") if ts is not None else (None, "none")
 
     def locate(self, hit: Hit) -> LineInfo:
         info = LineInfo(text="")

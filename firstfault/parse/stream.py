@@ -31,14 +31,19 @@ class Hit:
 
     def before(self, n: int) -> list[str]:
         """Up to ``n`` lines above this one (nearest last), from the block in memory."""
-        out: list[str] = []
-        end = self.start - 1
-        while len(out) < n and end > 0:
-            s = self.buf.rfind("\n", 0, end) + 1
-            out.append(_decode(self.buf[s : min(end, s + 4096)]))
-            end = s - 1
+        out = [line for _, line in self.iter_before(n)]
         out.reverse()
         return out
+
+    def iter_before(self, n: int, stop: int = 0) -> Iterator[tuple[int, str]]:
+        """(offset, line) of up to ``n`` lines above this one, nearest first, not above ``stop``."""
+        end = self.start - 1
+        count = 0
+        while count < n and end > stop:
+            s = self.buf.rfind("\n", 0, end) + 1
+            yield s, _decode(self.buf[s : min(end, s + 4096)])
+            end = s - 1
+            count += 1
 
 
 def _decode(s: str) -> str:

@@ -1,0 +1,66 @@
+"""The streaming prefilter finds exactly the lines a naive split would, with bounded memory."""
+
+from __future__ import annotations
+
+import io
+
+import ahocorasick
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from firstfault.parse.stream import scan
+
+WORDS = ["Error", "step ", "NCCL WARN", "Xid"]
+
+
+def automaton(words: list[str] = WORDS) -> ahocorasick.Automaton:
+    a = ahocorasick.Automaton()
+    for w in words:
+        a.add_word(w, (w, ()))
+    a.make_automaton()
+    return a
+
+
+def naive(data: bytes) -> list[tuple[int, str]]:
+    out = []
+    for i, raw in enumerate(data.split(b"\n"), 1):
+        line = raw.decode("latin-1")
+        if any(w in line for w in WORDS):
+            out.append((i, raw.decode("utf-8", "replace").rstrip("\r")))
+    return out
+
+
+line = st.one_of(
+    st.sampled_from(["x Error y", "step 3 loss 1.0", "NCCL WARN net", "ok", "", "Xid 79", "caf\xe9 Error"]),
+    st.text(alphabet="abc Error\t", max_size=30),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(line, max_size=60), st.integers(min_value=1, max_value=64))
+def test_matches_naive_split(lines: list[str], block: int) -> None:
+    data = "\n".join(lines).encode("utf-8")
+    got = [(h.line_no, h.text) for h in scan(io.BytesIO(data), automaton(), block=block, max_line=10**6)]
+    assert got == naive(data)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=2000), st.integers(min_value=1, max_value=300))
+def test_random_bytes_never_crash(data: bytes, block: int) -> None:
+    for h in scan(io.BytesIO(data), automaton(), block=block, max_line=100, warn=lambda m: None):
+        assert h.line_no >= 1
+        h.before(3)
+
+
+def test_long_line_cut_and_counted() -> None:
+    data = b"a\n" + b"y" * 5000 + b" Error\nnext Error\n"
+    warns: list[str] = []
+    hits = list(scan(io.BytesIO(data), automaton(), block=256, max_line=1000, warn=warns.append))
+    assert [h.line_no for h in hits] == [3]
+    assert warns and "longer than 1000" in warns[0]
+
+
+def test_before_gives_context() -> None:
+    data = b"Traceback (most recent call last):\n  File \"x.py\", line 1, in f\nRuntimeError: boom\n"
+    (hit,) = list(scan(io.BytesIO(data), automaton()))
+    assert hit.before(2) == ["Traceback (most recent call last):", '  File "x.py", line 1, in f']
