@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import io
 
-import ahocorasick
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from firstfault.parse.stream import scan
+from firstfault.match.prefilter import HAVE_HYPERSCAN, AhoCorasickFinder, HyperscanFinder
+from firstfault.parse.stream import Finder, scan
 
 WORDS = ["Error", "step ", "NCCL WARN", "Xid"]
 
 
-def automaton(words: list[str] = WORDS) -> ahocorasick.Automaton:
-    a = ahocorasick.Automaton()
-    for w in words:
-        a.add_word(w, (w, ()))
-    a.make_automaton()
-    return a
+FINDERS = ["aho-corasick", *(["hyperscan"] if HAVE_HYPERSCAN else [])]
+
+
+def automaton(words: list[str] = WORDS, kind: str = "aho-corasick") -> Finder:
+    return HyperscanFinder(words) if kind == "hyperscan" else AhoCorasickFinder(words)
 
 
 def naive(data: bytes) -> list[tuple[int, str]]:
@@ -36,18 +36,20 @@ line = st.one_of(
 )
 
 
+@pytest.mark.parametrize("kind", FINDERS)
 @settings(max_examples=200, deadline=None)
-@given(st.lists(line, max_size=60), st.integers(min_value=1, max_value=64))
-def test_matches_naive_split(lines: list[str], block: int) -> None:
+@given(lines=st.lists(line, max_size=60), block=st.integers(min_value=1, max_value=64))
+def test_matches_naive_split(kind: str, lines: list[str], block: int) -> None:
     data = "\n".join(lines).encode("utf-8")
-    got = [(h.line_no, h.text) for h in scan(io.BytesIO(data), automaton(), block=block, max_line=10**6)]
+    got = [(h.line_no, h.text) for h in scan(io.BytesIO(data), automaton(kind=kind), block=block, max_line=10**6)]
     assert got == naive(data)
 
 
+@pytest.mark.parametrize("kind", FINDERS)
 @settings(max_examples=100, deadline=None)
-@given(st.binary(max_size=2000), st.integers(min_value=1, max_value=300))
-def test_random_bytes_never_crash(data: bytes, block: int) -> None:
-    for h in scan(io.BytesIO(data), automaton(), block=block, max_line=100, warn=lambda m: None):
+@given(data=st.binary(max_size=2000), block=st.integers(min_value=1, max_value=300))
+def test_random_bytes_never_crash(kind: str, data: bytes, block: int) -> None:
+    for h in scan(io.BytesIO(data), automaton(kind=kind), block=block, max_line=100, warn=lambda m: None):
         assert h.line_no >= 1
         h.before(3)
 

@@ -14,6 +14,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,6 @@ from rich.table import Table
 
 from firstfault.discover import discover
 from firstfault.match.registry import load_registry
-from firstfault.parse import progress
 from firstfault.parse.run import TEXT_KINDS
 
 
@@ -36,16 +36,18 @@ class Run:
 
 
 def _run(cmd: list[str]) -> Run:
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    dt = time.perf_counter() - t0
+    # Output goes to a real file: GNU grep stops at the first match when stdout is /dev/null.
+    with tempfile.TemporaryFile() as sink:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        dt = time.perf_counter() - t0
     return Run(cmd[0], dt, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status))
 
 
 def _grep_pattern() -> str:
     reg = load_registry()
-    lits = {lit for s in reg.signatures for lit in s.literals} | set(progress.LITERALS)
+    lits = {lit for s in reg.signatures for lit in s.literals}
     return "|".join(re.escape(x).replace("\\ ", " ") for x in sorted(lits))
 
 

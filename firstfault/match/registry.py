@@ -3,8 +3,8 @@
 Signatures live in TOML files, one per family (``firstfault/signatures/*.toml``); users add
 their own directory with ``--signatures DIR``. Each signature names the literal strings that
 must appear in a line for its regex to be worth running (``literals``). All literals of all
-signatures go into one Aho-Corasick automaton, so a log is scanned once at C speed and the
-Python regexes run only on the few lines that can match. See docs/signatures.md.
+signatures go into one multi-pattern prefilter (``match.prefilter``), so a log is scanned
+once at C speed and the Python regexes run only on the few lines that can match. See docs/signatures.md.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-import ahocorasick
-
+from firstfault.match.prefilter import AhoCorasickFinder, HyperscanFinder, make_finder
 from firstfault.records import Action, Category, Layer, Role
 
 _REQUIRED = ("id", "pattern", "literals", "category", "layer", "role", "source")
@@ -111,44 +110,33 @@ def builtin_files() -> list[tuple[str, str]]:
 
 
 class Registry:
-    """All signatures plus the automaton that prefilters lines for them."""
+    """All signatures plus the prefilter that flags lines for them."""
 
-    def __init__(self, signatures: Sequence[Signature]):
+    def __init__(self, signatures: Sequence[Signature], prefilter: str | None = None):
         seen: dict[str, Signature] = {}
         for sig in signatures:
             seen[sig.id] = sig  # a user file may override a built-in id
         self.signatures: list[Signature] = list(seen.values())
         self.by_id = {s.id: s for s in self.signatures}
-        self._automaton = ahocorasick.Automaton()
         by_literal: dict[str, list[int]] = {}
         for idx, sig in enumerate(self.signatures):
             for lit in sig.literals:
                 by_literal.setdefault(lit, []).append(idx)
-        self._extra: set[str] = set()
-        for lit, idxs in by_literal.items():
-            self._automaton.add_word(lit, (lit, tuple(idxs)))
         self._literals = by_literal
-        self._finalized = False
-
-    def add_literals(self, literals: Iterable[str]) -> None:
-        """Let a parser ask for lines it needs (progress lines, anchors) through the same scan."""
-        for lit in literals:
-            if lit not in self._literals and lit not in self._extra:
-                self._extra.add(lit)
-                self._automaton.add_word(lit, (lit, ()))
-        self._finalized = False
+        self._prefer = prefilter
+        self._finder: AhoCorasickFinder | HyperscanFinder | None = None
 
     @property
-    def automaton(self) -> ahocorasick.Automaton:
-        if not self._finalized:
-            self._automaton.make_automaton()
-            self._finalized = True
-        return self._automaton
+    def finder(self) -> AhoCorasickFinder | HyperscanFinder:
+        """Built on first use: compiling the database costs a few milliseconds."""
+        if self._finder is None:
+            self._finder = make_finder(self._literals, self._prefer)
+        return self._finder
 
     def match(self, line: str, file_kind: str, literal_hits: Iterable[str] | None = None) -> Signature | None:
         """Best signature for ``line`` (highest priority), or None."""
         if literal_hits is None:
-            literal_hits = [v[0] for _, v in self.automaton.iter(line)]
+            literal_hits = [lit for lit in self._literals if lit in line]
         cand: set[int] = set()
         for lit in literal_hits:
             cand.update(self._literals.get(lit, ()))
@@ -166,7 +154,7 @@ class Registry:
         return best
 
 
-def load_registry(extra_dirs: Sequence[Path] = ()) -> Registry:
+def load_registry(extra_dirs: Sequence[Path] = (), prefilter: str | None = None) -> Registry:
     sigs: list[Signature] = []
     for name, text in builtin_files():
         sigs.extend(load_file(name, text))
@@ -177,4 +165,4 @@ def load_registry(extra_dirs: Sequence[Path] = ()) -> Registry:
             raise SignatureError(f"{d}: no *.toml signature files")
         for f in files:
             sigs.extend(load_file(f))
-    return Registry(sigs)
+    return Registry(sigs, prefilter)

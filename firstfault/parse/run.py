@@ -14,9 +14,9 @@ from statistics import median
 
 from firstfault.discover import Bundle, SourceFile
 from firstfault.match.registry import Registry, Signature
-from firstfault.parse import hooks
+from firstfault.parse import hooks, kernel, nccl  # noqa: F401  (kernel, nccl: register their parsers)
 from firstfault.parse import progress as progress_mod
-from firstfault.parse.base import ParseContext, Progress, parser_for
+from firstfault.parse.base import ParseContext, Progress, parser_for, strip_prefixes
 from firstfault.parse.stream import Hit, scan
 from firstfault.parse.timestamps import parse_timestamp, year_of
 from firstfault.records import Event, RankProgress
@@ -139,13 +139,14 @@ def parse_file(sf: SourceFile, registry: Registry, ctx: ParseContext, start_id: 
     parser = parser_for(sf, ctx)
     events: list[Event] = []
     flagged = 0
-    automaton = registry.automaton
+    finder = registry.finder
     # With torchrun's per-rank files present, progress comes from them (they know the attempt);
     # the console's --tee copy would only count every step twice.
     own_progress = sf.kind == "elastic_rank_log" or not ctx.has_rank_files
+    stats: dict[str, int] = {}
     try:
         with open(sf.path, "rb") as fh:
-            for hit in scan(fh, automaton, warn=lambda m: ctx.warn(f"{sf.rel}: {m}")):
+            for hit in scan(fh, finder, warn=lambda m: ctx.warn(f"{sf.rel}: {m}"), stats=stats):
                 flagged += 1
                 info = parser.locate(hit)
                 if sf.attempt is not None and info.ts is not None:
@@ -154,8 +155,6 @@ def parse_file(sf: SourceFile, registry: Registry, ctx: ParseContext, start_id: 
                         ctx.attempt_start[sf.attempt] = info.ts
                 sig: Signature | None = registry.match(info.text, sf.kind, hit.literals)
                 if sig is None:
-                    if own_progress and any(lit in progress_mod.LITERALS for lit in hit.literals):
-                        _progress(info.text, info.rank, info.ts, ctx, sf, hit.line_no)
                     continue
                 m = sig.pattern.search(info.text)
                 fields = {k: v for k, v in (m.groupdict() if m else {}).items() if v is not None}
@@ -184,10 +183,51 @@ def parse_file(sf: SourceFile, registry: Registry, ctx: ParseContext, start_id: 
                 )
                 hooks.apply(sig.hook, ev, hit, ctx)
                 events.append(ev)
+        if own_progress or sf.attempt is not None:
+            _head_and_tail(sf, ctx, stats.get("lines", 0), own_progress)
     except OSError as exc:
         ctx.warn(f"{sf.rel}: read failed ({exc.strerror or exc}); partial result")
     parser.finish()
     return events, flagged
+
+
+PROGRESS_TAIL = 256 * 1024
+
+
+def _head_and_tail(sf: SourceFile, ctx: ParseContext, total_lines: int, own_progress: bool) -> None:
+    """Progress from the end of a file, and the time its attempt started from the head.
+
+    Progress lines are the bulk of a healthy log. Reading them all would make every step line
+    a Python call; the last step and recent step times are at the end, so only the last
+    ``PROGRESS_TAIL`` bytes are read (the first timed line gives the attempt's start).
+    """
+    with open(sf.path, "rb") as fh:
+        if sf.attempt is not None:
+            for raw in fh.read(4096).decode("utf-8", "replace").splitlines():
+                ts = parse_timestamp(strip_prefixes(raw)[0], ctx.year_hint)
+                if ts is not None:
+                    start = ctx.attempt_start.get(sf.attempt)
+                    if start is None or ts < start:
+                        ctx.attempt_start[sf.attempt] = ts
+                    break
+        if not own_progress:
+            return
+        offset = max(0, sf.size - PROGRESS_TAIL)
+        fh.seek(offset)
+        data = fh.read(PROGRESS_TAIL).decode("utf-8", "replace")
+    lines = data.split("\n")
+    if offset > 0:
+        lines = lines[1:]  # a partial first line
+    if lines and lines[-1] == "":
+        lines.pop()
+    first_no = total_lines - len(lines) + 1
+    for i, raw in enumerate(lines):
+        if not any(lit in raw for lit in progress_mod.LITERALS):
+            continue
+        text, local_rank, rank = strip_prefixes(raw)
+        if rank is None:
+            rank = local_rank if local_rank is not None else sf.local_rank
+        _progress(text, rank, parse_timestamp(text, ctx.year_hint), ctx, sf, first_no + i)
 
 
 def _progress(text: str, rank: int | None, ts: float | None, ctx: ParseContext, sf: SourceFile, line: int) -> None:
@@ -209,7 +249,6 @@ def _progress(text: str, rank: int | None, ts: float | None, ctx: ParseContext, 
 
 
 def parse_bundle(bundle: Bundle, registry: Registry) -> ParseResult:
-    registry.add_literals(progress_mod.LITERALS)
     ctx = ParseContext(year_hint=_year_hint(bundle))
     ctx.has_rank_files = any(f.kind == "elastic_rank_log" for f in bundle.files)
     ctx.warnings.extend(bundle.warnings)

@@ -1,8 +1,8 @@
 """Stream a file in large blocks and yield only the lines the prefilter flags.
 
-This is the hot path. A log is read in blocks of a few MiB, decoded as latin-1 (one char a
-byte, done in C) so that offsets stay byte offsets, and scanned once by the registry's
-Aho-Corasick automaton. Only flagged lines are decoded as UTF-8 and handed to Python
+This is the hot path. A log is read in blocks of a few MiB and scanned once, as bytes, by
+the registry's multi-pattern prefilter (``match.prefilter``: Hyperscan where available,
+Aho-Corasick otherwise). Only flagged lines are decoded as UTF-8 and handed to Python
 regexes. Memory stays bounded whatever the file size: one block, a short tail of the block
 before (for backward context such as the frames above an exception line), and an over-long
 line is cut at ``max_line`` bytes with a warning rather than buffered whole.
@@ -12,11 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Protocol
 
 BLOCK = 4 * 1024 * 1024
 MAX_LINE = 64 * 1024
 TAIL = 64 * 1024
+
+
+class Finder(Protocol):
+    """What the scanner needs from a prefilter: (end offset, literal) of every match."""
+
+    def find(self, data: bytes, start: int = 0) -> list[tuple[int, str]]: ...
 
 
 @dataclass(slots=True)
@@ -26,7 +32,7 @@ class Hit:
     line_no: int
     text: str
     literals: tuple[str, ...]
-    buf: str
+    buf: bytes
     start: int
 
     def before(self, n: int) -> list[str]:
@@ -40,58 +46,61 @@ class Hit:
         end = self.start - 1
         count = 0
         while count < n and end > stop:
-            s = self.buf.rfind("\n", 0, end) + 1
+            s = self.buf.rfind(b"\n", 0, end) + 1
             yield s, _decode(self.buf[s : min(end, s + 4096)])
             end = s - 1
             count += 1
 
 
-def _decode(s: str) -> str:
-    return s.encode("latin-1").decode("utf-8", "replace").rstrip("\r")
+def _decode(b: bytes) -> str:
+    return b.decode("utf-8", "replace").rstrip("\r")
 
 
 def scan(
     fh: IO[bytes],
-    automaton: Any,
+    finder: Finder,
     *,
     block: int = BLOCK,
     max_line: int = MAX_LINE,
     warn: Callable[[str], None] | None = None,
+    stats: dict[str, int] | None = None,
 ) -> Iterator[Hit]:
-    """Yield every line of ``fh`` that contains one of the automaton's literals."""
+    """Yield every line of ``fh`` that contains one of the prefilter's literals.
+
+    ``stats["lines"]`` holds the file's line count once the generator is exhausted.
+    """
     line_no = 1
     pending = b""
-    tail = ""
+    tail = b""
     skipping = False
     warned_long = False
 
     def flagged(chunk: bytes) -> Iterator[Hit]:
         nonlocal line_no, tail
-        text = chunk.decode("latin-1")
-        s = tail + text
+        s = tail + chunk if tail else chunk
         base = len(tail)
         counted_to = base
         cur_start = -1
         cur_end = -1
         lits: list[str] = []
-        for end_idx, value in automaton.iter(s, base):
-            if end_idx < cur_end:
-                if value[0] not in lits:
-                    lits.append(value[0])
+        for end_idx, lit in finder.find(s, base):
+            if end_idx <= cur_end:
+                if lit not in lits:
+                    lits.append(lit)
                 continue
             if cur_start >= 0:
-                line_no += s.count("\n", counted_to, cur_start)
+                line_no += s.count(b"\n", counted_to, cur_start)
                 counted_to = cur_start
                 yield Hit(line_no, _decode(s[cur_start:cur_end]), tuple(lits), s, cur_start)
-            cur_start = s.rfind("\n", 0, end_idx) + 1
-            nl = s.find("\n", end_idx)
+            cur_start = s.rfind(b"\n", 0, end_idx) + 1
+            nl = s.find(b"\n", end_idx - 1)
             cur_end = nl if nl >= 0 else len(s)
-            lits = [value[0]]
+            lits = [lit]
         if cur_start >= 0:
-            line_no += s.count("\n", counted_to, cur_start)
+            line_no += s.count(b"\n", counted_to, cur_start)
             counted_to = cur_start
             yield Hit(line_no, _decode(s[cur_start:cur_end]), tuple(lits), s, cur_start)
-        line_no += s.count("\n", counted_to)
+        line_no += s.count(b"\n", counted_to)
         tail = s[-TAIL:] if len(s) > TAIL else s
 
     def cut_long(chunk: bytes) -> Iterator[Hit]:
@@ -128,3 +137,6 @@ def scan(
             yield from cut_long(rest)
     if pending and not skipping:
         yield from flagged(pending)
+        line_no += 1
+    if stats is not None:
+        stats["lines"] = line_no - 1
