@@ -122,6 +122,13 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
                 )
         if p and p.last_step is not None:
             reasons.append(f"its last progress was step {p.last_step} at {iso(p.last_step_ts)}")
+        stack = next((e for e in corr.ranks[r].events if e.fields.get("top_frame")), None)
+        if stack is not None and not exiting:
+            where = stack.fields["top_frame"]
+            loader = any("dataloader" in f or "__getitem__" in f or "fetch" in f for f in stack.context[:4])
+            reasons.append(
+                f"when it was stopped it was in {where}" + (" (inside the data loader)" if loader else "")
+            )
         if r in fr_rank_order:
             fc = _fr_culprits(ev.fr)[fr_rank_order.index(r)]
             reasons.append(f"flight recorder: {fc.get('reason', fc.get('kind'))}")

@@ -26,7 +26,10 @@ MAX_RATIO = 200
 _ELASTIC = re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/(?P<stream>stdout|stderr)\.log$")
 _ELASTIC_ERR = re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/error\.json$")
 _FR_NAME = re.compile(r"(?:fr_trace|nccl_trace|_dump|trace)_?(?:rank_?)?(?P<rank>\d+)(?:\.json)?$")
-_NODE_DIR = re.compile(r"(?:^|/)(?:node|host)[-_]?(?P<node>[\w.-]+?)/")
+_SLURM_OUT = re.compile(r"^slurm-\d+(?:_\d+)?\.(?:out|err)$")
+# a bundle collected per host: "<host>/..." under a "hosts/" or "nodes/" folder, or a folder
+# itself named like a host ("node07/", "host-a/"); the folder name is the host name.
+_NODE_DIR = re.compile(r"(?:^|/)(?:(?:hosts|nodes)/(?P<named>[\w.-]+)|(?P<node>(?:node|host)[-_]?[\w.-]*?))/")
 
 
 class BundleError(Exception):
@@ -76,7 +79,11 @@ _KIND_MARKERS: list[tuple[str, tuple[bytes, ...]]] = [
                     # dmesg -x, raw /dev/kmsg, lines only the kernel prints, NVIDIA fabric manager
                     b"kern  :", b",-;", b"segfault at ", b"oom-kill:constraint=", b"nvidia-nvswitch",
                     b"] [INFO] [tid ")),
-    ("slurm_output", (b"srun: ", b"slurmstepd: ", b"slurmstepd-")),
+    ("slurm_output", (b"srun: ", b"slurmstepd: ", b"slurmstepd-",
+                      # scontrol show job / jobcomp, sacct -P header, slurmctld/slurmd logs, env echoes
+                      b"JobState=", b"JobID|", b"sched: Allocate JobId=", b"_job_complete: JobId=",
+                      b"slurmctld version", b"slurmd version", b"launch task StepId=",
+                      b"SLURM_JOB_ID=", b"SLURM_JOB_NODELIST=")),
     ("launcher_console", (b"torch.distributed.elastic", b"torch/distributed/elastic", b"[default0]:", b"torchrun")),
     ("nccl_debug", (b" NCCL INFO ", b" NCCL WARN ")),
 ]
@@ -98,6 +105,8 @@ def sniff_kind(rel: str, head: bytes) -> str:
         return "topology"
     if _is_binary(head):
         return "binary"
+    if _SLURM_OUT.match(name):
+        return "slurm_output"  # sbatch's default --output name
     for kind, markers in _KIND_MARKERS:
         if any(m in head for m in markers):
             return kind
@@ -226,7 +235,7 @@ def _source(f: Path, root: Path, rel: str, warnings: list[str]) -> SourceFile:
             sf.rank = int(fm["rank"])
     nm = _NODE_DIR.search(rel)
     if nm:
-        sf.host = nm["node"]
+        sf.host = nm["named"] or nm["node"]
     if kind == "binary":
         warnings.append(f"{rel}: binary data, not a log; skipped")
     elif size == 0:

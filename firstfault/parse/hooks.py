@@ -40,6 +40,27 @@ def torchelastic_failure_record(ev: Event, hit: Hit, ctx: ParseContext) -> None:
             break
 
 
+_FH_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+
+
+def faulthandler_stack(ev: Event, hit: Hit, ctx: ParseContext) -> None:
+    """The frames below a faulthandler dump header: where the thread was when signalled."""
+    from firstfault.parse.base import strip_prefixes
+
+    frames = []
+    for raw in hit.after(24):
+        line = strip_prefixes(raw)[0]
+        m = _FH_FRAME.match(line)
+        if not m:
+            if frames or line.strip():
+                break
+            continue
+        frames.append(f"{m['file']}:{m['line']} in {m['func']}")
+    if frames:
+        ev.context = frames
+        ev.fields["top_frame"] = frames[0]
+
+
 def _local_rank_field(ev: Event, hit: Hit, ctx: ParseContext) -> None:
     if ev.rank is None and "local_rank" in ev.fields:
         ev.local_rank = int(ev.fields["local_rank"])
@@ -48,6 +69,7 @@ def _local_rank_field(ev: Event, hit: Hit, ctx: ParseContext) -> None:
 
 HOOKS: dict[str, Callable[[Event, Hit, ParseContext], None]] = {
     "torchelastic_failure_record": torchelastic_failure_record,
+    "faulthandler_stack": faulthandler_stack,
 }
 
 

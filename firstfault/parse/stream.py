@@ -52,6 +52,19 @@ class Hit:
             count += 1
 
 
+    def after(self, n: int) -> list[str]:
+        """Up to ``n`` lines below this one that are in the block in memory."""
+        out: list[str] = []
+        pos = self.buf.find(b"\n", self.start)
+        while pos >= 0 and len(out) < n:
+            nxt = self.buf.find(b"\n", pos + 1)
+            end = nxt if nxt >= 0 else len(self.buf)
+            if end > pos + 1 or nxt >= 0:
+                out.append(_decode(self.buf[pos + 1 : min(end, pos + 4097)]))
+            pos = nxt
+        return out
+
+
 def _decode(b: bytes) -> str:
     return b.decode("utf-8", "replace").rstrip("\r")
 

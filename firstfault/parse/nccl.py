@@ -1,0 +1,439 @@
+"""NCCL debug output: where each line comes from, the topology it reveals, and which link broke.
+
+Every NCCL debug line starts with ``<host>:<pid>:<tid> [<cudaDev>]`` (NCCL src/debug.cc), so
+even a file of mixed processes says which host and process each line is from. The INFO lines
+NCCL prints at start-up are the job's placement, free of charge:
+
+* ``Bootstrap : Using eth0:10.0.0.1<0>`` / ``NET/IB : Using [0]mlx5_0:1/IB ...; OOB eth0:10.0.0.1<0>``
+  -- the address peers will name in ``Got completion from peer 10.0.0.1<port>`` (ip -> host);
+* ``comm 0x.. rank 3 nranks 16 cudaDev 3 nvmlDev 3 busId 9b000 commId 0x.. - Init COMPLETE``
+  -- rank -> host, CUDA device and PCI bus id (the id the kernel's Xid line names);
+* ``comm 0x.. rank 3 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0`` -- rank -> local rank.
+
+NCCL ranks are per communicator; the full-size communicator (``nranks`` = the largest seen) is
+taken as the world, as torch's default process group is.
+
+:func:`learn_topology` turns matched events (from any file kind: NCCL lines are usually inside
+rank logs) into ``ctx.topology``; :func:`localize_link_faults` turns the network events of a
+bundle plus InfiniBand port state into link-level verdicts (host pair, device/port, faulty side).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from firstfault.parse.base import LineInfo, SourceParser, Topology, register_parser
+from firstfault.parse.ibstat import HostIB
+from firstfault.parse.kernel import normalize_pci
+from firstfault.parse.stream import Hit
+from firstfault.records import Event
+
+# "<host>:<pid>:<tid> [<cudaDev>] " with an optional "[2026-09-09 10:46:33] " in front
+NCCL_PREFIX = re.compile(
+    r"(?:^|\s|\]:?)(?P<host>[A-Za-z0-9_][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+    r"(?:\S+:\d+ )?NCCL (?P<level>INFO|WARN|TRACE|ERROR|ABORT)\b"
+)
+# Signatures whose fields name the peer of a failed connection.
+PEER_SIGNATURES = frozenset(
+    {
+        "nccl.ib_completion_error",
+        "nccl.ib_completion_error_v1",
+        "nccl.ib_completion_flushed",
+        "nccl.socket_closed_by_peer",
+    }
+)
+# Signatures that say a host's own port / NIC failed, with their weight as evidence.
+PORT_SIGNATURES: Mapping[str, float] = {
+    "kernel.ib_port_down": 3.0,
+    "kernel.mlx5_netdev_link_down": 2.5,
+    "nccl.ib_async_port_error": 3.0,
+    "nccl.ib_async_fatal": 3.0,
+    "kernel.mlx5_module_event": 2.0,
+}
+TOPOLOGY_SIGNATURES = frozenset(
+    {
+        "nccl.init_complete",
+        "nccl.init_local_rank",
+        "nccl.bootstrap_interface",
+        "nccl.net_ib_using",
+        "nccl.net_socket_using",
+    }
+)
+
+
+def short_host(name: str | None) -> str | None:
+    """Host names are compared by their first label: NCCL prints gethostname(), syslog the FQDN."""
+    if not name:
+        return None
+    n = name.strip().lower()
+    if re.fullmatch(r"[0-9.]+|[0-9a-f:]+", n):
+        return n
+    return n.split(".", 1)[0]
+
+
+def normalize_ip(ip: str | None) -> str | None:
+    """IPv4-mapped GIDs and addresses (``::ffff:10.0.0.1``) as plain IPv4."""
+    if not ip:
+        return None
+    s = ip.strip().strip("[]")
+    if s.lower().startswith("::ffff:"):
+        s = s[7:]
+    return s
+
+
+@register_parser("nccl_debug")
+class NcclDebugParser(SourceParser):
+    """NCCL_DEBUG output: host, pid and CUDA device from each line's prefix.
+
+    The rank is not guessed while streaming: NCCL ranks are per communicator and a sub-group's
+    ``Init COMPLETE`` may come before the world's. :func:`learn_topology`, run over all events
+    afterwards, gives each ``host:pid`` its world rank.
+    """
+
+    def locate(self, hit: Hit) -> LineInfo:
+        info = super().locate(hit)
+        m = NCCL_PREFIX.search(info.text[:300])
+        if m:
+            info.host = m["host"]
+            info.pid = int(m["pid"])
+        return info
+
+
+@dataclass(slots=True)
+class NcclPlacement:
+    """What NCCL's start-up lines said about the job, accumulated over a bundle's events."""
+
+    world_size: int | None = None
+    rank_host: dict[int, str] = field(default_factory=dict)
+    rank_gpu: dict[int, str] = field(default_factory=dict)
+    rank_cuda_dev: dict[int, int] = field(default_factory=dict)
+    rank_local: dict[int, int] = field(default_factory=dict)
+    ip_host: dict[str, str] = field(default_factory=dict)
+    host_hcas: dict[str, list[str]] = field(default_factory=dict)
+    pid_rank: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+def _ev_host(ev: Event) -> str | None:
+    return ev.fields.get("nccl_host") or ev.host
+
+
+def placement_from_events(events: Iterable[Event]) -> NcclPlacement:
+    """Collect NCCL's placement lines (rank, busId, IP, HCAs) from matched events of any file."""
+    evs = [e for e in events if e.signature in TOPOLOGY_SIGNATURES]
+    pl = NcclPlacement()
+    sizes = [int(e.fields["nranks"]) for e in evs if e.fields.get("nranks", "").isdigit()]
+    pl.world_size = max(sizes) if sizes else None
+    world_comms: set[str] = set()
+    for e in evs:
+        host = _ev_host(e)
+        f = e.fields
+        if e.signature == "nccl.init_complete" and pl.world_size and f.get("nranks") == str(pl.world_size):
+            rank = int(f["nccl_rank"])
+            world_comms.add(f.get("comm", ""))
+            if host:
+                pl.rank_host.setdefault(rank, host)
+                if f.get("pid", "").isdigit():
+                    pl.pid_rank.setdefault((host, int(f["pid"])), rank)
+            gpu = normalize_pci(f.get("bus_id"))
+            if gpu:
+                pl.rank_gpu.setdefault(rank, gpu)
+            if f.get("cuda_dev", "").isdigit():
+                pl.rank_cuda_dev.setdefault(rank, int(f["cuda_dev"]))
+        elif e.signature in ("nccl.bootstrap_interface", "nccl.net_ib_using", "nccl.net_socket_using"):
+            ip = normalize_ip(f.get("ip"))
+            if ip and host:
+                pl.ip_host.setdefault(ip, host)
+            if e.signature == "nccl.net_ib_using" and host and f.get("ib_devs"):
+                devs = re.findall(r"\]([\w.-]+:\d+)/", f["ib_devs"])
+                pl.host_hcas.setdefault(host, devs)
+    for e in evs:
+        f = e.fields
+        if e.signature == "nccl.init_local_rank" and pl.world_size and f.get("nranks") == str(pl.world_size):
+            pl.rank_local.setdefault(int(f["nccl_rank"]), int(f["nccl_local_rank"]))
+    return pl
+
+
+def learn_topology(events: list[Event], topology: Topology) -> NcclPlacement:
+    """Fill ``topology`` (rank -> host/GPU/local rank, ip -> host) from NCCL's lines, and give
+    events that only carry NCCL's ``host:pid`` prefix their rank and host.
+
+    Existing entries (from torchelastic, SLURM or a user topology.json) are kept: NCCL only fills
+    gaps. Returns what NCCL said, for callers that want to cross-check.
+    """
+    pl = placement_from_events(events)
+    if pl.world_size and topology.world_size is None:
+        topology.world_size = pl.world_size
+    for r, h in pl.rank_host.items():
+        topology.rank_host.setdefault(r, h)
+    for r, g in pl.rank_gpu.items():
+        topology.rank_gpu.setdefault(r, g)
+    for r, lr in pl.rank_local.items():
+        topology.rank_local.setdefault(r, lr)
+    for ip, h in pl.ip_host.items():
+        topology.ip_host.setdefault(ip, h)
+    for e in events:
+        host = e.fields.get("nccl_host")
+        if e.host is None and host:
+            e.host = host
+        if e.rank is None and host and e.pid is not None:
+            world_rank = pl.pid_rank.get((host, e.pid))
+            if world_rank is not None:
+                e.rank = world_rank
+                e.gpu = e.gpu or topology.rank_gpu.get(world_rank)
+    return pl
+
+
+def ranks_on_gpu(topology: Topology, host: str | None, gpu: str | None) -> list[int]:
+    """The ranks that ran on GPU ``gpu`` (any PCI spelling) of ``host``: joins a kernel Xid to ranks."""
+    want = normalize_pci(gpu)
+    if not want:
+        return []
+    h = short_host(host)
+    return sorted(
+        r
+        for r, g in topology.rank_gpu.items()
+        if normalize_pci(g) == want and (h is None or short_host(topology.rank_host.get(r)) == h)
+    )
+
+
+@dataclass(slots=True)
+class LinkFault:
+    """A network fault placed on a link: the two hosts, the port, and which end is to blame.
+
+    ``faulty_side`` is ``host_a``'s or ``host_b``'s name when the evidence decides (that end's
+    port went down, its counters moved, or it is the one host common to every failing link), and
+    None when it does not; ``reasons`` say why in words.
+    """
+
+    host_a: str
+    host_b: str | None
+    device: str | None = None
+    port: str | None = None
+    faulty_side: str | None = None
+    peer_ip: str | None = None
+    first_ts: float | None = None
+    evidence: list[int] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    score: float = 0.0
+
+    @property
+    def link(self) -> str:
+        """``host_a<->host_b[:device/port]`` for a verdict's culprit.links."""
+        end = f"{self.device}/{self.port}" if self.device and self.port else (self.device or "")
+        pair = f"{self.host_a}<->{self.host_b or '?'}"
+        return f"{pair}:{end}" if end else pair
+
+
+@dataclass(slots=True)
+class _PortEvidence:
+    host: str
+    weight: float
+    device: str | None
+    port: str | None
+    reason: str
+    ts: float | None = None
+    event_id: int | None = None
+
+
+def _resolve_peer(
+    peer: str | None, topology: Topology, known: Mapping[str, str]
+) -> tuple[str | None, str | None]:
+    """(host, ip) of a peer NCCL named by IP or by host name."""
+    if not peer:
+        return None, None
+    ip = normalize_ip(peer.split("<", 1)[0])
+    if ip and re.fullmatch(r"\d{1,3}(?:\.\d{1,3}){3}|[0-9a-fA-F:]+:[0-9a-fA-F:]*", ip):
+        host = topology.ip_host.get(ip)
+        return host, ip
+    short = short_host(ip)
+    return (known.get(short or "", ip) if short else None), None
+
+
+def _port_evidence(events: Iterable[Event], ib: Mapping[str, HostIB] | None) -> list[_PortEvidence]:
+    out: list[_PortEvidence] = []
+    for e in events:
+        w = PORT_SIGNATURES.get(e.signature)
+        if w is None or not e.host:
+            continue
+        f = e.fields
+        if e.signature == "kernel.mlx5_module_event" and f.get("module_status") == "Cable plugged":
+            continue
+        device = f.get("ib_dev") or f.get("netdev") or f.get("nic_pci")
+        port = f.get("ib_port") or f.get("module")
+        what = f.get("link_state") or f.get("ib_event") or f.get("module_status") or "link down"
+        out.append(_PortEvidence(e.host, w, device, port, f"{e.signature} ({what}) on {e.host}", e.ts, e.id))
+    for host, hib in (ib or {}).items():
+        for p in hib.ports.values():
+            if p.is_down():
+                out.append(
+                    _PortEvidence(
+                        host,
+                        2.5,
+                        p.device,
+                        str(p.port),
+                        f"{p.source or 'port state'}: {p.device}/{p.port} {p.state or p.phys_state}",
+                    )
+                )
+            moved = hib.moved_counters(p.device, p.port)
+            if moved:
+                names = ", ".join(f"{k}+{v}" for k, v in sorted(moved.items()))
+                out.append(
+                    _PortEvidence(
+                        host,
+                        2.0,
+                        p.device,
+                        str(p.port),
+                        f"IB counters moved on {host} {p.device}/{p.port}: {names}",
+                    )
+                )
+            elif p.error_counters():
+                names = ", ".join(f"{k}={v}" for k, v in sorted(p.error_counters().items()))
+                out.append(
+                    _PortEvidence(
+                        host,
+                        0.75,
+                        p.device,
+                        str(p.port),
+                        f"IB error counters non-zero on {host} {p.device}/{p.port}: {names}",
+                    )
+                )
+    return out
+
+
+def localize_link_faults(
+    events: Iterable[Event],
+    topology: Topology,
+    ib: Mapping[str, HostIB] | None = None,
+    window_s: float = 900.0,
+) -> list[LinkFault]:
+    """Place the bundle's network failures on links and, where the evidence allows, on one end.
+
+    ``events``: all events of the bundle (NCCL peer errors, kernel link-down lines, NCCL async
+    port events); ``topology.ip_host`` resolves the peer IPs NCCL names (fill it with
+    :func:`learn_topology` first); ``ib``: per-host InfiniBand state from
+    :func:`firstfault.parse.ibstat.collect` (port states, counters, counter deltas).
+
+    A host's port evidence counts for a link if it has no time or lies within ``window_s`` of the
+    link's first error. The end with the heavier port evidence is the faulty side; with none, a
+    host common to two or more failing links is. Port evidence with no NCCL error beside it is
+    returned as a single-ended fault (``host_b`` None). Sorted by score, strongest first.
+    """
+    evs = list(events)
+    known: dict[str, str] = {}
+    for h in [*topology.rank_host.values(), *topology.ip_host.values(), *(e.host for e in evs if e.host)]:
+        s = short_host(h)
+        if s and h:
+            known.setdefault(s, h)
+    ports = _port_evidence(evs, ib)
+    pairs: dict[frozenset[str], LinkFault] = {}
+    unresolved: dict[tuple[str, str], LinkFault] = {}
+    for e in evs:
+        if e.signature not in PEER_SIGNATURES:
+            continue
+        local = _ev_host(e)
+        if not local:
+            continue
+        peer_host, peer_ip = _resolve_peer(e.fields.get("peer"), topology, known)
+        if peer_host is None:
+            key_u = (local, peer_ip or e.fields.get("peer", "?"))
+            lf = unresolved.setdefault(key_u, LinkFault(host_a=local, host_b=None, peer_ip=peer_ip))
+            lf.reasons.append(
+                f"peer {key_u[1]} of {local} not in the topology (no NCCL Bootstrap line for it)"
+            )
+        else:
+            key = frozenset((local, peer_host))
+            if key not in pairs:
+                a, b = sorted((local, peer_host))
+                pairs[key] = LinkFault(host_a=a, host_b=b)
+            lf = pairs[key]
+            if lf.peer_ip is None and peer_ip and peer_host == lf.host_b:
+                lf.peer_ip = peer_ip
+        lf.evidence.append(e.id)
+        if e.ts is not None and (lf.first_ts is None or e.ts < lf.first_ts):
+            lf.first_ts = e.ts
+        if e.fields.get("hca") and lf.device is None and local == lf.host_a:
+            lf.device = e.fields["hca"].split(":", 1)[0]
+        lf.score += 1.0 if e.signature != "nccl.socket_closed_by_peer" else 0.25
+    faults = list(pairs.values()) + list(unresolved.values())
+    # how many failing links each host is on: a host common to all of them is the likely end
+    degree: dict[str, int] = defaultdict(int)
+    for lf in pairs.values():
+        degree[lf.host_a] += 1
+        if lf.host_b:
+            degree[lf.host_b] += 1
+    used: set[int] = set()
+    for lf in faults:
+        weights: dict[str, float] = defaultdict(float)
+        best: dict[str, _PortEvidence] = {}
+        for i, pe in enumerate(ports):
+            if pe.host not in (lf.host_a, lf.host_b):
+                continue
+            if pe.ts is not None and lf.first_ts is not None and abs(pe.ts - lf.first_ts) > window_s:
+                continue
+            weights[pe.host] += pe.weight
+            if pe.host not in best or pe.weight > best[pe.host].weight:
+                best[pe.host] = pe
+            if pe.event_id is not None:
+                lf.evidence.append(pe.event_id)
+            lf.reasons.append(pe.reason)
+            used.add(i)
+        ranked = sorted(weights.items(), key=lambda kv: -kv[1])
+        if ranked and (len(ranked) == 1 or ranked[0][1] > ranked[1][1] * 1.5):
+            side = ranked[0][0]
+            lf.faulty_side = side
+            lf.device, lf.port = best[side].device or lf.device, best[side].port
+            lf.reasons.append(f"{side}'s port failed (its own evidence weighs {ranked[0][1]:.1f})")
+            lf.score += ranked[0][1]
+        elif ranked:
+            lf.reasons.append("both ends show port trouble: the side is undetermined")
+            lf.score += ranked[0][1]
+        elif lf.host_b and len(pairs) >= 2:
+            da, db = degree[lf.host_a], degree[lf.host_b]
+            if da != db and max(da, db) >= 2:
+                side = lf.host_a if da > db else lf.host_b
+                lf.faulty_side = side
+                lf.reasons.append(
+                    f"{side} is on {max(da, db)} of the {len(pairs)} failing links; its peers are not"
+                )
+                lf.score += 0.5
+        if lf.faulty_side is None and not ranked:
+            lf.reasons.append("no port-down or counter evidence on either end: the side is undetermined")
+    for i, pe in enumerate(ports):
+        if i in used:
+            continue
+        lf = LinkFault(
+            host_a=pe.host,
+            host_b=None,
+            device=pe.device,
+            port=pe.port,
+            faulty_side=pe.host,
+            first_ts=pe.ts,
+            score=pe.weight,
+            reasons=[pe.reason],
+        )
+        if pe.event_id is not None:
+            lf.evidence.append(pe.event_id)
+        faults.append(lf)
+    merged: dict[tuple[str, str | None, str | None, str | None], LinkFault] = {}
+    for lf in faults:
+        if lf.host_b is None and lf.faulty_side:
+            k = (lf.host_a, None, lf.device, lf.port)
+            if k in merged:
+                m = merged[k]
+                m.evidence += lf.evidence
+                m.reasons += lf.reasons
+                m.score += lf.score
+                m.first_ts = min((t for t in (m.first_ts, lf.first_ts) if t is not None), default=None)
+                continue
+            merged[k] = lf
+        else:
+            merged[(lf.host_a, lf.host_b, lf.peer_ip, str(id(lf)))] = lf
+    out = list(merged.values())
+    for lf in out:
+        lf.evidence = sorted(set(lf.evidence))
+        lf.reasons = list(dict.fromkeys(lf.reasons))
+    out.sort(key=lambda lf: (-lf.score, lf.first_ts if lf.first_ts is not None else float("inf"), lf.host_a))
+    return out

@@ -1,0 +1,1 @@
+"""Real-workload failure simulator: runs a small training job under torchrun with a fault injected."""
