@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from statistics import median
 
-from firstfault.records import Event
+from firstfault.records import Event, Role
 
 DUP_WINDOW_S = 2.0
 
@@ -77,3 +78,51 @@ def align(events: Sequence[Event], offsets: dict[str, float] | None = None) -> T
     folded, n = fold_duplicates(events)
     folded.sort(key=sort_key)
     return Timeline(folded, offsets, n)
+
+
+@dataclass
+class Offset:
+    host: str
+    seconds: float
+    spread: float
+    ranks: int
+
+
+def estimate_offsets(events: Sequence[Event], min_shift: float = 2.0) -> list[Offset]:
+    """Per-host clock offsets from the fan-out of one failure across hosts.
+
+    When a collective breaks, every surviving peer notices within about a second (a closed
+    connection) or times out together (the same timeout, started at the same collective). So the
+    first cascade event of each rank marks one instant seen through every host's clock. Per host,
+    the median of its ranks' first cascade times is that host's reading; the median over hosts is
+    the reference. Offsets under ``min_shift`` seconds are within the fan-out's own spread and
+    are left alone. The spread (max-min of a host's readings) is the offset's uncertainty.
+    """
+    first: dict[int, Event] = {}
+    for e in events:
+        if e.role == Role.CASCADE and e.rank is not None and e.host and e.ts is not None:
+            cur = first.get(e.rank)
+            if cur is None or (cur.ts is not None and e.ts < cur.ts):
+                first[e.rank] = e
+    per_host: dict[str, list[float]] = {}
+    for e in first.values():
+        assert e.host is not None and e.ts is not None
+        per_host.setdefault(e.host, []).append(e.ts)
+    if len(per_host) < 2:
+        return []
+    readings = {h: median(ts) for h, ts in per_host.items()}
+    ref = median(readings.values())
+    out = []
+    for h, r in sorted(readings.items()):
+        shift = ref - r
+        if abs(shift) >= min_shift:
+            ts = per_host[h]
+            out.append(Offset(h, shift, max(ts) - min(ts), len(ts)))
+    return out
+
+
+def apply_offsets(events: Sequence[Event], offsets: Sequence[Offset]) -> None:
+    by_host = {o.host: o.seconds for o in offsets}
+    for e in events:
+        if e.ts is not None and e.host in by_host:
+            e.ts += by_host[e.host]

@@ -16,7 +16,15 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from firstfault.correlate import Candidate, Correlation, exit_signal, host_explains, is_exit_record
+from firstfault.correlate import (
+    Candidate,
+    Correlation,
+    candidate_order,
+    corroborates,
+    exit_signal,
+    host_explains,
+    is_exit_record,
+)
 from firstfault.parse.base import ParseContext
 from firstfault.parse.timestamps import iso
 from firstfault.records import (
@@ -164,27 +172,57 @@ def _straggler(ev: Evidence) -> Candidate | None:
     return None
 
 
-def _merge_host(cands: list[Candidate]) -> list[Candidate]:
-    """A host-level fault absorbs the rank candidates on that host that it explains."""
-    hosts = [c for c in cands if c.rank is None and c.event is not None]
-    out: list[Candidate] = []
+def _merge_host(cands: list[Candidate], ctx: ParseContext | None) -> list[Candidate]:
+    """Join host-level faults (kernel, driver) with the rank faults on the same host.
+
+    A lower-layer fault shortly before a rank's error explains it (Xid 79, then the rank's CUDA
+    error): the host fault becomes the root and names that rank. An application-class host
+    event (Xid 13/31) only corroborates the rank's own error, which stays the root.
+    """
+    hosts = [c for c in cands if c.rank is None and c.event is not None and c.host]
     absorbed: set[int] = set()
     for h in hosts:
         assert h.event is not None
         for c in cands:
-            if c.rank is not None and c.event is not None and host_explains(h.event, c.event):
+            if c.rank is None or c.event is None or id(c) in absorbed:
+                continue
+            if host_explains(h.event, c.event):
                 h.supporting.append(c.event)
                 absorbed.add(id(c))
-    for c in cands:
-        if id(c) not in absorbed:
-            out.append(c)
-    out.sort(key=lambda c: (c.ts if c.ts is not None else float("inf"), c.depth))
+                if h.rank is None:
+                    h.reasons.append(
+                        f"rank {c.rank}'s failure at {iso(c.event.ts)} on the same host follows from it"
+                    )
+            elif corroborates(h.event, c.event) and id(h) not in absorbed:
+                c.supporting.append(h.event)
+                c.reasons.append(f"{h.host}'s kernel log agrees: {h.event.text.strip()[:160]}")
+                absorbed.add(id(h))
+    out = [c for c in cands if id(c) not in absorbed]
+    for h in out:
+        if h.rank is None and h.host and h.event is not None and ctx is not None:
+            h.rank = _rank_of_host_event(h, ctx)
+    out.sort(key=candidate_order)
     return out
+
+
+def _rank_of_host_event(h: Candidate, ctx: ParseContext) -> int | None:
+    """Which rank a host fault hit: the one that failed there, else the one on that GPU."""
+    failed = [e.rank for e in h.supporting if e.rank is not None]
+    if failed:
+        return failed[0]
+    if h.event is not None and h.event.gpu:
+        from firstfault.parse.nccl import ranks_on_gpu
+
+        on_gpu = ranks_on_gpu(ctx.topology, h.host, h.event.gpu)
+        if on_gpu:
+            return on_gpu[0]
+    return None
 
 
 def _hypothesis(c: Candidate, corr: Correlation, ev: Evidence) -> Hypothesis:
     cat = _category_for(c, corr)
-    ranks: list[int] = [c.rank] if c.rank is not None else sorted({e.rank for e in c.supporting if e.rank is not None})
+    ranks: list[int] = [c.rank] if c.rank is not None else []
+    ranks += sorted({e.rank for e in c.supporting if e.rank is not None and e.rank not in ranks})
     if c.rank is None and c.host and ev.ctx:
         ranks = ranks or ev.ctx.topology.host_ranks(c.host)
     hosts = [c.host] if c.host else []
@@ -288,7 +326,7 @@ def _chain(
             by = root_id
             if e.id in support_ids:
                 role, rule = Role.CASCADE, "explained by a lower-layer fault on the same host"
-            elif e.role == Role.TEARDOWN or is_exit_record(e) and exit_signal(e) in ("SIGTERM", "SIGINT"):
+            elif e.role == Role.TEARDOWN or (is_exit_record(e) and exit_signal(e) in ("SIGTERM", "SIGINT")):
                 role, rule = Role.TEARDOWN, "launcher or scheduler tear-down after the first failure"
             elif win.rank is not None and e.rank == win.rank:
                 role, rule = Role.CASCADE, "later error on the culprit rank itself"
@@ -312,7 +350,7 @@ def _chain(
 def attribute(
     corr: Correlation, ev: Evidence, warnings: Sequence[str] = (), later: Sequence[Event] = ()
 ) -> Verdict:
-    cands = _merge_host([c for c in corr.candidates if c.kind in ("event", "exit")])
+    cands = _merge_host([c for c in corr.candidates if c.kind in ("event", "exit")], ev.ctx)
     if not cands:
         cands = _silent_candidates(corr, ev)
     if not cands and not corr.errors:

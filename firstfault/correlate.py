@@ -79,6 +79,15 @@ class Correlation:
     attempts: list[int]
 
 
+def candidate_order(c: Candidate) -> tuple[float, int]:
+    """Earliest first; a time known only to the second counts from the middle of its second,
+    so that it does not beat an exact time a few hundred milliseconds earlier."""
+    if c.ts is None:
+        return (float("inf"), c.depth)
+    coarse = c.event is not None and c.event.ts_quality == "coarse"
+    return (c.ts + (0.5 if coarse else 0.0), c.depth)
+
+
 def exit_signal(e: Event) -> str | None:
     sig = e.fields.get("signame")
     if sig:
@@ -204,7 +213,7 @@ def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Corre
             c = _exit_candidate(v)
             if c is not None:
                 candidates.append(c)
-    candidates.sort(key=lambda c: (c.ts if c.ts is not None else float("inf"), c.depth))
+    candidates.sort(key=candidate_order)
     errors = [e for e in events if e.role != Role.NOISE and e.severity in ("error", "warning")]
     attempts = sorted({e.attempt for e in events if e.attempt is not None})
     g = nx.DiGraph()
@@ -213,12 +222,36 @@ def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Corre
     return Correlation(ranks, dict(host_events), candidates, g, errors, attempts)
 
 
-def host_explains(host_event: Event, rank_event: Event) -> bool:
-    """A lower-layer fault on the same host, shortly before, explains a rank's error."""
+def near(host_event: Event, rank_event: Event) -> bool:
+    """Same host, and the host event at most a few minutes before (or seconds after) the rank's."""
     if host_event.host is None or host_event.host != rank_event.host:
-        return False
-    if LAYER_DEPTH.get(host_event.layer, 7) >= LAYER_DEPTH.get(rank_event.layer, 7):
         return False
     if host_event.ts is None or rank_event.ts is None:
         return True
     return -5.0 <= rank_event.ts - host_event.ts <= HOST_EXPLAINS_WINDOW_S
+
+
+def same_process(host_event: Event, rank_event: Event) -> bool | None:
+    """True/False when both name a pid (an OOM kill and torchrun's failure record), else None."""
+    if host_event.pid is None or rank_event.pid is None:
+        return None
+    return host_event.pid == rank_event.pid
+
+
+def host_explains(host_event: Event, rank_event: Event) -> bool:
+    """A lower-layer fault on the same host, shortly before, explains a rank's error.
+
+    An application-class fault seen by the driver (Xid 13, 31, 43: the GPU reporting what the
+    program did) explains nothing: the rank's own error is the root and the Xid corroborates.
+    """
+    if not near(host_event, rank_event):
+        return False
+    pid = same_process(host_event, rank_event)
+    if pid is False and host_event.category == Category.HOST_OOM:
+        return False  # the OOM killer took another process
+    return LAYER_DEPTH.get(host_event.layer, 7) < LAYER_DEPTH.get(rank_event.layer, 7)
+
+
+def corroborates(host_event: Event, rank_event: Event) -> bool:
+    """A host event of the same or a higher layer that agrees with a rank's own fault."""
+    return near(host_event, rank_event) and not host_explains(host_event, rank_event)

@@ -27,9 +27,11 @@ _ELASTIC = re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/(?P<stream>
 _ELASTIC_ERR = re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/error\.json$")
 _FR_NAME = re.compile(r"(?:fr_trace|nccl_trace|_dump|trace)_?(?:rank_?)?(?P<rank>\d+)(?:\.json)?$")
 _SLURM_OUT = re.compile(r"^slurm-\d+(?:_\d+)?\.(?:out|err)$")
-# a bundle collected per host: "<host>/..." under a "hosts/" or "nodes/" folder, or a folder
-# itself named like a host ("node07/", "host-a/"); the folder name is the host name.
-_NODE_DIR = re.compile(r"(?:^|/)(?:(?:hosts|nodes)/(?P<named>[\w.-]+)|(?P<node>(?:node|host)[-_]?[\w.-]*?))/")
+# a bundle collected per host: "hosts/<host>/" or "nodes/<host>/", "host-<host>/", or a folder
+# named like a node ("node07/", which is its host name).
+_NODE_DIR = re.compile(
+    r"(?:^|/)(?:(?:hosts|nodes)/(?P<named>[\w.-]+)|host[-_](?P<prefixed>[\w.-]+?)|(?P<node>node[-_]?[\w.-]*?))/"
+)
 
 
 class BundleError(Exception):
@@ -235,7 +237,7 @@ def _source(f: Path, root: Path, rel: str, warnings: list[str]) -> SourceFile:
             sf.rank = int(fm["rank"])
     nm = _NODE_DIR.search(rel)
     if nm:
-        sf.host = nm["named"] or nm["node"]
+        sf.host = nm["named"] or nm["prefixed"] or nm["node"]
     if kind == "binary":
         warnings.append(f"{rel}: binary data, not a log; skipped")
     elif size == 0:

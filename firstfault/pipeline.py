@@ -6,17 +6,21 @@ call serves the CLI, a future HTTP service, or a parallel task over a history st
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from firstfault.align import align
+from firstfault.align import align, apply_offsets, estimate_offsets, sort_key
 from firstfault.attribute import Evidence, attribute
 from firstfault.correlate import correlate
 from firstfault.discover import Bundle, BundleError, discover
 from firstfault.match.registry import Registry, load_registry
+from firstfault.parse import nccl
+from firstfault.parse.base import Topology
+from firstfault.parse.kernel import normalize_pci
 from firstfault.parse.run import ParseResult, parse_bundle
 from firstfault.records import Event, Role, Verdict
 
@@ -52,15 +56,72 @@ def _flight_recorder(bundle: Bundle, ranks: Sequence[int], warnings: list[str]) 
     return d
 
 
+def load_topology(bundle: Bundle, warnings: list[str]) -> Topology:
+    """A user-supplied ``topology.json``: ranks -> host, GPU (PCI id or index), local rank.
+
+    ``{"ranks": [{"rank": 0, "host": "gpu-a", "gpu": "0000:18:00.0", "local_rank": 0}, ...],
+    "hosts": {"gpu-a": {"ips": ["10.0.0.1"]}}}``. Other sources only fill what it leaves out.
+    """
+    topo = Topology()
+    for sf in bundle.of_kind("topology"):
+        try:
+            data = json.loads(sf.path.read_text(encoding="utf-8"))
+            for row in data.get("ranks", []):
+                r = int(row["rank"])
+                if row.get("host"):
+                    topo.rank_host[r] = str(row["host"])
+                if row.get("gpu") is not None:
+                    topo.rank_gpu[r] = normalize_pci(str(row["gpu"])) or str(row["gpu"])
+                if row.get("local_rank") is not None:
+                    topo.rank_local[r] = int(row["local_rank"])
+            for host, info in (data.get("hosts") or {}).items():
+                for ip in info.get("ips", []):
+                    topo.ip_host[str(ip)] = str(host)
+            if data.get("world_size"):
+                topo.world_size = int(data["world_size"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            warnings.append(f"{sf.rel}: unreadable topology file ({exc}); ignored")
+    return topo
+
+
+def place_events(events: Sequence[Event], topo: Topology, warnings: list[str]) -> None:
+    """Give every rank's events its host and GPU; a lone kernel-log host hosts every rank."""
+    for e in events:
+        if e.rank is not None:
+            if e.host is None:
+                e.host = topo.rank_host.get(e.rank)
+            if e.gpu is None:
+                e.gpu = topo.rank_gpu.get(e.rank)
+    unplaced = [e for e in events if e.rank is not None and e.host is None]
+    hosts = {e.host for e in events if e.rank is None and e.host}
+    if unplaced and len(hosts) == 1 and not topo.rank_host:
+        (host,) = hosts
+        warnings.append(f"the ranks' host is not named in their logs; assuming {host}, the only host with host logs")
+        for e in unplaced:
+            e.host = host
+
+
 def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
     t0 = time.perf_counter()
-    pr = parse_bundle(bundle, registry)
+    pre: list[str] = []
+    pr = parse_bundle(bundle, registry, load_topology(bundle, pre))
     if pr.files_read == 0 and not bundle.of_kind("fr_dump"):
         kinds = ", ".join(sorted({f.kind for f in bundle.files}))
         raise BundleError(f"{bundle.root}: no log files firstfault can read (found only: {kinds})")
     t_parse = time.perf_counter()
-    warnings = list(pr.ctx.warnings)
+    warnings = pre + list(pr.ctx.warnings)
+    nccl.learn_topology(pr.events, pr.ctx.topology)
+    place_events(pr.events, pr.ctx.topology, warnings)
     tl = align(pr.events)
+    offsets = estimate_offsets(tl.events)
+    if offsets:
+        apply_offsets(tl.events, offsets)
+        tl.events.sort(key=sort_key)
+        for o in offsets:
+            warnings.append(
+                f"clock of host {o.host} corrected by {o.seconds:+.1f} s (from {o.ranks} rank(s) seeing the same "
+                f"failure; uncertainty ±{max(o.spread, 1.0):.1f} s)"
+            )
     assign_attempts(tl.events, pr.ctx.attempt_start)
     first = first_failed_attempt(tl.events)
     now = [e for e in tl.events if e.attempt is None or first is None or e.attempt <= first]
@@ -75,7 +136,13 @@ def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
     _missing_rank_warnings(bundle, ranks, warnings)
     verdict = attribute(corr, ev, warnings, later=later)
     kinds = Counter(f.kind for f in bundle.files)
-    verdict.inputs = {"path": str(bundle.root), "files": len(bundle.files), "kinds": dict(sorted(kinds.items()))}
+    verdict.inputs = {
+        "path": str(bundle.root),
+        "files": len(bundle.files),
+        "kinds": dict(sorted(kinds.items())),
+        "clock_offsets_s": {o.host: round(o.seconds, 3) for o in offsets},
+        "topology": {"ranks": len(pr.ctx.topology.rank_host), "gpus": len(pr.ctx.topology.rank_gpu)},
+    }
     verdict.stats = {
         "bytes_read": pr.bytes_read,
         "files_read": pr.files_read,

@@ -48,6 +48,35 @@ def strip_prefixes(text: str, srun: bool = True) -> tuple[str, int | None, int |
     return text, local_rank, rank
 
 
+def _rank_dir(rel: str) -> str:
+    return rel.rsplit("/", 1)[0]
+
+
+def remap_ranks(events: list, ctx: ParseContext) -> None:  # type: ignore[type-arg]
+    """Give every event of a per-rank directory the global rank that directory's lines name.
+
+    torchrun numbers its per-rank directories by *local* rank; on a multi-node job the node's
+    second agent writes ``attempt_0/0/`` for global rank 8. torch prefixes a rank's errors with
+    ``[rank8]:``, so one such line fixes the whole directory, error.json included. Console lines
+    of the same host learn the mapping through ``(host, local_rank)``.
+    """
+    if not ctx.dir_rank:
+        return
+    by_host_local: dict[tuple[str | None, int], int] = {}
+    for e in events:
+        g = ctx.dir_rank.get(_rank_dir(e.source))
+        if g is not None:
+            if e.local_rank is not None:
+                by_host_local.setdefault((e.host, e.local_rank), g)
+            e.rank = g
+    for e in events:
+        if _rank_dir(e.source) in ctx.dir_rank or e.local_rank is None:
+            continue
+        g = by_host_local.get((e.host, e.local_rank))
+        if g is not None and e.rank == e.local_rank:
+            e.rank = g
+
+
 @dataclass(slots=True)
 class LineInfo:
     """A flagged line with its prefixes peeled off and its place and time resolved."""
@@ -99,6 +128,8 @@ class ParseContext:
     # attempt -> earliest time seen in that attempt's per-rank files
     attempt_start: dict[int, float] = field(default_factory=dict)
     has_rank_files: bool = False
+    # per-rank directory (".../attempt_K/<local_rank>") -> the global rank its lines name
+    dir_rank: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     default_host: str | None = None
 
@@ -164,7 +195,11 @@ class SourceParser:
         info.local_rank = self.sf.local_rank
         info.rank = self.sf.rank
         info.host = self.sf.host or self.ctx.default_host
+        explicit = self.sf.rank
         text = self.strip(hit.text, info)
+        if info.rank is not None and info.rank != explicit and self.sf.kind == "elastic_rank_log":
+            # torch's "[rank3]:" prefix in a per-rank file names the process's global rank
+            self.ctx.dir_rank[_rank_dir(self.sf.rel)] = info.rank
         info.text = text
         info.ts, info.ts_quality = self.timestamp(hit, text)
         if info.ts is not None:
@@ -178,7 +213,7 @@ class SourceParser:
         return info
 
     def global_rank(self, local_rank: int, host: str | None) -> int:
-        """Local -> global rank; single-node bundles (the common pasted case) are identity."""
+        """Local -> global rank: identity until the bundle says otherwise (see ``remap_ranks``)."""
         return local_rank
 
     def finish(self) -> None:

@@ -14,9 +14,9 @@ from statistics import median
 
 from firstfault.discover import Bundle, SourceFile
 from firstfault.match.registry import Registry, Signature
-from firstfault.parse import hooks, kernel, nccl  # noqa: F401  (kernel, nccl: register their parsers)
+from firstfault.parse import hooks, kernel, nccl, slurm  # noqa: F401  (kernel, nccl, slurm register parsers)
 from firstfault.parse import progress as progress_mod
-from firstfault.parse.base import ParseContext, Progress, parser_for, strip_prefixes
+from firstfault.parse.base import ParseContext, Progress, Topology, parser_for, remap_ranks, strip_prefixes
 from firstfault.parse.stream import Hit, scan
 from firstfault.parse.timestamps import parse_timestamp, year_of
 from firstfault.records import Event, RankProgress
@@ -248,8 +248,10 @@ def _progress(text: str, rank: int | None, ts: float | None, ctx: ParseContext, 
         p.step_ms.append(ms)
 
 
-def parse_bundle(bundle: Bundle, registry: Registry) -> ParseResult:
+def parse_bundle(bundle: Bundle, registry: Registry, topology: Topology | None = None) -> ParseResult:
     ctx = ParseContext(year_hint=_year_hint(bundle))
+    if topology is not None:
+        ctx.topology = topology
     ctx.has_rank_files = any(f.kind == "elastic_rank_log" for f in bundle.files)
     ctx.warnings.extend(bundle.warnings)
     events: list[Event] = []
@@ -266,4 +268,5 @@ def parse_bundle(bundle: Bundle, registry: Registry) -> ParseResult:
         result.files_read += 1
         result.bytes_read += sf.size
         result.lines_flagged += flagged
+    remap_ranks(events, ctx)
     return result
