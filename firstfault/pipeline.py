@@ -22,7 +22,7 @@ from firstfault.parse import nccl
 from firstfault.parse.base import Topology
 from firstfault.parse.kernel import normalize_pci
 from firstfault.parse.run import ParseResult, parse_bundle
-from firstfault.records import Event, Role, Verdict
+from firstfault.records import Action, Category, Event, Role, Verdict
 
 
 def _known_ranks(pr: ParseResult, bundle: Bundle) -> list[int]:
@@ -135,6 +135,8 @@ def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
     ev = Evidence(progress=pr.rank_progress(first), fr=fr, ctx=pr.ctx, action_of=action_of)
     _missing_rank_warnings(bundle, ranks, warnings)
     verdict = attribute(corr, ev, warnings, later=later)
+    if verdict.category == Category.NETWORK:
+        localize_network(verdict, bundle, tl.events, pr.ctx.topology)
     kinds = Counter(f.kind for f in bundle.files)
     verdict.inputs = {
         "path": str(bundle.root),
@@ -182,6 +184,30 @@ def assign_attempts(events: Sequence[Event], starts: dict[int, float]) -> None:
 def first_failed_attempt(events: Sequence[Event]) -> int | None:
     atts = [e.attempt for e in events if e.attempt is not None and e.severity == "error" and e.role != Role.NOISE]
     return min(atts) if atts else None
+
+
+def localize_network(verdict: Verdict, bundle: Bundle, events: Sequence[Event], topo: Topology) -> None:
+    """Put a network verdict on a link, and on one end of it when the evidence decides."""
+    from firstfault.parse import ibstat
+
+    faults = nccl.localize_link_faults(events, topo, ibstat.collect(bundle))
+    if not faults:
+        return
+    lf = faults[0]
+    verdict.culprit.links = [f.link for f in faults[:3]]
+    ends = [h for h in (lf.faulty_side,) if h] or [h for h in (lf.host_a, lf.host_b) if h]
+    verdict.culprit.hosts = ends + [h for h in verdict.culprit.hosts if h not in ends]
+    verdict.reasons.extend(f"link: {r}" for r in lf.reasons)
+    if lf.faulty_side:
+        on_side = topo.host_ranks(lf.faulty_side) or sorted(
+            {e.rank for e in events if e.host == lf.faulty_side and e.rank is not None}
+        )
+        if on_side:
+            verdict.culprit.ranks = on_side[:1] + [r for r in verdict.culprit.ranks if r not in on_side[:1]]
+        verdict.action = Action.EXCLUDE_AND_RESTART
+        verdict.summary += f"; the fault is on {lf.faulty_side}'s side of {lf.link}"
+    else:
+        verdict.summary += f"; on link {lf.link} (which end is at fault is not decided by the evidence)"
 
 
 def _missing_rank_warnings(bundle: Bundle, ranks: Sequence[int], warnings: list[str]) -> None:
