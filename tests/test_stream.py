@@ -66,3 +66,25 @@ def test_before_gives_context() -> None:
     data = b"Traceback (most recent call last):\n  File \"x.py\", line 1, in f\nRuntimeError: boom\n"
     (hit,) = list(scan(io.BytesIO(data), automaton()))
     assert hit.before(2) == ["Traceback (most recent call last):", '  File "x.py", line 1, in f']
+
+
+def test_parallel_parse_equals_serial(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Forked workers give the same events, in the same order, as one process."""
+    from firstfault.discover import discover
+    from firstfault.match.registry import load_registry
+    from firstfault.parse.run import parse_bundle
+
+    for r in range(6):
+        d = tmp_path / "logs" / "run" / "attempt_0" / str(r)
+        d.mkdir(parents=True)
+        (d / "stderr.log").write_text(
+            f"2026-12-02 10:00:0{r},000 INFO [rank{r}] step 3 loss 1.0\n"
+            f"[rank{r}]: RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:{1000 + r}\n"
+        )
+    b = discover(tmp_path)
+    reg = load_registry()
+    one = parse_bundle(b, reg, jobs=1)
+    two = parse_bundle(b, reg, jobs=2)
+    key = [(e.source, e.line, e.rank, e.signature, e.ts) for e in one.events]
+    assert key == [(e.source, e.line, e.rank, e.signature, e.ts) for e in two.events]
+    assert [e.id for e in two.events] == list(range(len(two.events)))

@@ -8,6 +8,8 @@ only if the prefilter flagged it.
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from statistics import median
@@ -76,7 +78,7 @@ def _year_hint(bundle: Bundle) -> int | None:
         except OSError:
             continue
         for line in head.splitlines():
-            if len(line) > 19 and line[:2] in ("19", "20") or "]:20" in line[:30]:
+            if (len(line) > 19 and line[:2] in ("19", "20")) or "]:20" in line[:30]:
                 ts = parse_timestamp(line.split("]:", 1)[-1])
                 if ts is not None:
                     return year_of(ts)
@@ -248,25 +250,115 @@ def _progress(text: str, rank: int | None, ts: float | None, ctx: ParseContext, 
         p.step_ms.append(ms)
 
 
-def parse_bundle(bundle: Bundle, registry: Registry, topology: Topology | None = None) -> ParseResult:
+PARALLEL_MIN_BYTES = 256 * 1024 * 1024
+_FORKED: tuple[Bundle, Registry, ParseContext] | None = None
+
+
+def _new_context(bundle: Bundle, topology: Topology | None) -> ParseContext:
     ctx = ParseContext(year_hint=_year_hint(bundle))
     if topology is not None:
         ctx.topology = topology
     ctx.has_rank_files = any(f.kind == "elastic_rank_log" for f in bundle.files)
-    ctx.warnings.extend(bundle.warnings)
+    return ctx
+
+
+def _parse_files(
+    files: list[SourceFile], registry: Registry, ctx: ParseContext
+) -> tuple[list[Event], int, int, int]:
     events: list[Event] = []
-    result = ParseResult(events, ctx)
-    for sf in bundle.files:
+    read = nbytes = flagged_total = 0
+    for sf in files:
         if sf.kind == "elastic_error_json":
             events.extend(_elastic_error_json(sf, registry, ctx, len(events)))
-            result.files_read += 1
+            read += 1
             continue
         if sf.kind not in TEXT_KINDS:
             continue
         evs, flagged = parse_file(sf, registry, ctx, len(events))
         events.extend(evs)
-        result.files_read += 1
-        result.bytes_read += sf.size
-        result.lines_flagged += flagged
+        read += 1
+        nbytes += sf.size
+        flagged_total += flagged
+    return events, read, nbytes, flagged_total
+
+
+def _worker(indexes: list[int]) -> tuple[list[Event], ParseContext, int, int, int]:
+    assert _FORKED is not None
+    bundle, registry, template = _FORKED
+    ctx = ParseContext(year_hint=template.year_hint, topology=template.topology,
+                       has_rank_files=template.has_rank_files)
+    events, read, nbytes, flagged = _parse_files([bundle.files[i] for i in indexes], registry, ctx)
+    return events, ctx, read, nbytes, flagged
+
+
+def _merge(into: ParseContext, part: ParseContext) -> None:
+    for att, prog in part.progress_by_attempt.items():
+        into.progress_by_attempt.setdefault(att, {}).update(prog)
+    for att, t in part.attempt_start.items():
+        into.attempt_start[att] = min(t, into.attempt_start.get(att, t))
+    into.dir_rank.update(part.dir_rank)
+    topo, other = into.topology, part.topology
+    for mine, theirs in ((topo.rank_host, other.rank_host), (topo.rank_local, other.rank_local),
+                         (topo.rank_gpu, other.rank_gpu), (topo.ip_host, other.ip_host),
+                         (topo.groups, other.groups)):
+        for k, v in theirs.items():
+            mine.setdefault(k, v)  # type: ignore[attr-defined]
+    topo.world_size = topo.world_size or other.world_size
+    for w in part.warnings:
+        into.warn(w)
+
+
+def _split(files: list[SourceFile], jobs: int) -> list[list[int]]:
+    """Balance by bytes; keep each group in file order so results merge deterministically."""
+    groups: list[list[int]] = [[] for _ in range(jobs)]
+    load = [0] * jobs
+    for i in sorted(range(len(files)), key=lambda i: -files[i].size):
+        k = load.index(min(load))
+        groups[k].append(i)
+        load[k] += files[i].size + 4096
+    return [sorted(g) for g in groups if g]
+
+
+def parse_bundle(
+    bundle: Bundle, registry: Registry, topology: Topology | None = None, jobs: int | None = None
+) -> ParseResult:
+    """Every text file of the bundle, parsed and matched; on several cores for big bundles.
+
+    Files are independent, so a big bundle is split across worker processes (forked, so the
+    compiled prefilter is shared, not rebuilt) and the per-file results merged in file order.
+    """
+    global _FORKED
+    ctx = _new_context(bundle, topology)
+    ctx.warnings.extend(bundle.warnings)
+    text_bytes = sum(f.size for f in bundle.files if f.kind in TEXT_KINDS)
+    if jobs is None:
+        jobs = min(os.cpu_count() or 1, 8) if text_bytes >= PARALLEL_MIN_BYTES else 1
+    jobs = max(1, min(jobs, len(bundle.files)))
+    result = ParseResult([], ctx)
+    if jobs == 1 or "fork" not in mp.get_all_start_methods():
+        events, result.files_read, result.bytes_read, result.lines_flagged = _parse_files(
+            bundle.files, registry, ctx
+        )
+    else:
+        registry.finder  # noqa: B018  (compile once, before forking)
+        _FORKED = (bundle, registry, ctx)
+        try:
+            with mp.get_context("fork").Pool(jobs) as pool:
+                parts = pool.map(_worker, _split(bundle.files, jobs))
+        finally:
+            _FORKED = None
+        events = []
+        for evs, part, read, nbytes, flagged in parts:
+            for e in evs:
+                e.id = len(events)
+                events.append(e)
+            _merge(ctx, part)
+            result.files_read += read
+            result.bytes_read += nbytes
+            result.lines_flagged += flagged
+        events.sort(key=lambda e: (e.source, e.line))
+        for i, e in enumerate(events):
+            e.id = i
+    result.events = events
     remap_ranks(events, ctx)
     return result
