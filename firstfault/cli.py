@@ -188,6 +188,8 @@ def _mount_bench(module: str, attr: str, name: str) -> None:
 
 _mount_bench("firstfault.flightrec.bench", "bench_fr_command", "fr")
 _mount_bench("firstfault.report.bench_html", "bench_html_command", "html")
+_mount_bench("firstfault.bench.scale", "bench_scale_accuracy_command", "scale-accuracy")
+_mount_bench("firstfault.bench.scale", "bench_scale_speed_command", "scale-speed")
 
 
 def main() -> None:
