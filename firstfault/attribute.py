@@ -394,7 +394,11 @@ def attribute(
     chain, frac = _chain(corr, win, seconds)
     chain += _later_links(later, win)
     n_casc = sum(1 for link in chain if link.explained_by is not None or (win.event is None and link.role != Role.ROOT))
-    victims = {link.event.rank for link in chain if link.role == Role.CASCADE and link.event.rank != win.rank}
+    victims = {
+        link.event.rank
+        for link in chain
+        if link.role in (Role.CASCADE, Role.TEARDOWN) and link.event.rank not in (None, win.rank)
+    }
     summary = hyp.summary
     if n_casc:
         summary += f" — {n_casc} later error(s) on {len(victims)} other rank(s) follow from it"

@@ -137,6 +137,7 @@ def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
     verdict = attribute(corr, ev, warnings, later=later)
     if verdict.category == Category.NETWORK:
         localize_network(verdict, bundle, tl.events, pr.ctx.topology)
+    verdict.warnings = list(dict.fromkeys(verdict.warnings))  # one source may repeat another's warning
     kinds = Counter(f.kind for f in bundle.files)
     verdict.inputs = {
         "path": str(bundle.root),
