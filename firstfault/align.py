@@ -88,15 +88,19 @@ class Offset:
     ranks: int
 
 
-def estimate_offsets(events: Sequence[Event], min_shift: float = 2.0) -> list[Offset]:
+def estimate_offsets(
+    events: Sequence[Event], min_shift: float = 2.0, reference: str | None = None
+) -> list[Offset]:
     """Per-host clock offsets from the fan-out of one failure across hosts.
 
     When a collective breaks, every surviving peer notices within about a second (a closed
     connection) or times out together (the same timeout, started at the same collective). So the
     first cascade event of each rank marks one instant seen through every host's clock. Per host,
-    the median of its ranks' first cascade times is that host's reading; the median over hosts is
-    the reference. Offsets under ``min_shift`` seconds are within the fan-out's own spread and
-    are left alone. The spread (max-min of a host's readings) is the offset's uncertainty.
+    the median of its ranks' first cascade times is that host's reading. The reference clock is
+    ``reference``'s (the host of rank 0, which holds the rendezvous store and the launcher's
+    clock) when it has a reading, else the median over hosts. Offsets under ``min_shift``
+    seconds are within the fan-out's own spread and are left alone. The spread (max-min of a
+    host's readings) is the offset's uncertainty.
     """
     first: dict[int, Event] = {}
     for e in events:
@@ -111,7 +115,7 @@ def estimate_offsets(events: Sequence[Event], min_shift: float = 2.0) -> list[Of
     if len(per_host) < 2:
         return []
     readings = {h: median(ts) for h, ts in per_host.items()}
-    ref = median(readings.values())
+    ref = readings[reference] if reference in readings else median(readings.values())
     out = []
     for h, r in sorted(readings.items()):
         shift = ref - r

@@ -24,6 +24,7 @@ from firstfault.correlate import (
     exit_signal,
     host_explains,
     is_exit_record,
+    same_process,
 )
 from firstfault.parse.base import ParseContext
 from firstfault.parse.timestamps import iso
@@ -91,9 +92,9 @@ def _gpu_of(rank: int | None, ev: Event | None, ctx: ParseContext | None) -> lis
 
 def _category_for(c: Candidate, corr: Correlation) -> Category:
     """Refine a candidate's category with what else its host says (OOM kill explains -9)."""
-    if c.kind == "exit" and c.host:
+    if c.kind == "exit" and c.host and c.event is not None:
         for e in corr.host_events.get(c.host, []):
-            if e.category == Category.HOST_OOM:
+            if e.category == Category.HOST_OOM and same_process(e, c.event) is not False:
                 return Category.HOST_OOM
     return c.category
 

@@ -238,6 +238,15 @@ def same_process(host_event: Event, rank_event: Event) -> bool | None:
     return host_event.pid == rank_event.pid
 
 
+def _other_gpu(host_event: Event, rank_event: Event) -> bool:
+    if not host_event.gpu or not rank_event.gpu:
+        return False
+    from firstfault.parse.kernel import normalize_pci
+
+    a, b = normalize_pci(host_event.gpu), normalize_pci(rank_event.gpu)
+    return bool(a and b and a != b)
+
+
 def host_explains(host_event: Event, rank_event: Event) -> bool:
     """A lower-layer fault on the same host, shortly before, explains a rank's error.
 
@@ -246,6 +255,8 @@ def host_explains(host_event: Event, rank_event: Event) -> bool:
     """
     if not near(host_event, rank_event):
         return False
+    if _other_gpu(host_event, rank_event):
+        return False  # a fault on another GPU of the host does not explain this rank
     pid = same_process(host_event, rank_event)
     if pid is False and host_event.category == Category.HOST_OOM:
         return False  # the OOM killer took another process

@@ -113,14 +113,18 @@ def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
     nccl.learn_topology(pr.events, pr.ctx.topology)
     place_events(pr.events, pr.ctx.topology, warnings)
     tl = align(pr.events)
-    offsets = estimate_offsets(tl.events)
+    rank0_host = pr.ctx.topology.rank_host.get(0) or next(
+        (e.host for e in tl.events if e.rank == 0 and e.host), None
+    )
+    offsets = estimate_offsets(tl.events, reference=rank0_host)
     if offsets:
         apply_offsets(tl.events, offsets)
         tl.events.sort(key=sort_key)
         for o in offsets:
             warnings.append(
-                f"clock of host {o.host} corrected by {o.seconds:+.1f} s (from {o.ranks} rank(s) seeing the same "
-                f"failure; uncertainty ±{max(o.spread, 1.0):.1f} s)"
+                f"clock of host {o.host} corrected by {o.seconds:+.1f} s against "
+                f"{rank0_host or 'the median host'} (from {o.ranks} rank(s) seeing the same failure; "
+                f"uncertainty ±{max(o.spread, 1.0):.1f} s)"
             )
     assign_attempts(tl.events, pr.ctx.attempt_start)
     first = first_failed_attempt(tl.events)
