@@ -35,7 +35,11 @@ _QUALITY = {"exact": 3, "inherited": 2, "coarse": 1, "none": 0}
 
 def _score(e: Event) -> tuple[int, int, int]:
     """Prefer a per-rank log's copy (it knows rank and attempt), then the finest time."""
-    return (e.source.endswith(".log") and "/attempt_" in e.source, _QUALITY.get(e.ts_quality, 0), e.attempt is not None)
+    return (
+        e.source.endswith(".log") and "/attempt_" in e.source,
+        _QUALITY.get(e.ts_quality, 0),
+        e.attempt is not None,
+    )
 
 
 def _borrow_time(keep: Event, other: Event) -> None:

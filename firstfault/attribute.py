@@ -118,7 +118,9 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
         cat = Category.HANG
         exiting = any(e.signature == "python.faulthandler_no_frame" for e in corr.ranks[r].events)
         if r in quiet and timeouts:
-            reasons.append(f"rank {r} reported no error while {len(victims)} peer(s) timed out waiting for it")
+            reasons.append(
+                f"rank {r} reported no error while {len(victims)} peer(s) timed out waiting for it"
+            )
         elif r in quiet:
             cat = Category.APPLICATION_ERROR if exiting else Category.PROCESS_CRASH
             reasons.append(
@@ -167,7 +169,12 @@ def _straggler(ev: Evidence) -> Candidate | None:
     base = median(others)
     if base > 0 and slow / base >= STRAGGLER_RATIO:
         return Candidate(
-            "slow", None, slow_rank, None, None, Category.STRAGGLER,
+            "slow",
+            None,
+            slow_rank,
+            None,
+            None,
+            Category.STRAGGLER,
             [f"rank {slow_rank}'s median step took {slow:.0f} ms against {base:.0f} ms on its peers"],
         )
     return None
@@ -249,7 +256,9 @@ def _hypothesis(c: Candidate, corr: Correlation, ev: Evidence) -> Hypothesis:
     summary = f"{cat.value.replace('_', ' ')} on {where}: {what}"
     reasons = list(c.reasons)
     if root is not None:
-        reasons.insert(0, f"earliest independent fault at {iso(root.ts)} ({root.source}:{root.line}, {root.signature})")
+        reasons.insert(
+            0, f"earliest independent fault at {iso(root.ts)} ({root.source}:{root.line}, {root.signature})"
+        )
     return Hypothesis(
         category=cat,
         culprit=Culprit(ranks=ranks, hosts=hosts, gpus=_gpu_of(c.rank, root, ev.ctx)),
@@ -344,7 +353,9 @@ def _chain(
     frac = explained / total if total else 1.0
     if win is not None and root_ev is None and total:
         # A silent culprit explains its peers' timeouts even though it has no event of its own.
-        frac = sum(1 for link in links if link.rule != "happened before the root; not explained by it") / total
+        frac = (
+            sum(1 for link in links if link.rule != "happened before the root; not explained by it") / total
+        )
     return links, frac
 
 
@@ -361,14 +372,30 @@ def attribute(
     warns = list(warnings)
     if not cands:
         if corr.errors:
-            cat, summary, conf = Category.UNKNOWN, "errors were found but none could be placed as the root", 0.2
+            cat, summary, conf = (
+                Category.UNKNOWN,
+                "errors were found but none could be placed as the root",
+                0.2,
+            )
             act = Action.RESTART
         else:
             cat, summary, conf = Category.NONE, "no failure found: the job shows no error evidence", 0.9
             act = Action.NONE
         chain, frac = _chain(corr, None, [])
-        return Verdict(cat, Culprit(), act, conf, summary, None, chain, frac if corr.errors else 1.0, [], warns,
-                       progress=ev.progress, flight_recorder=ev.fr)
+        return Verdict(
+            cat,
+            Culprit(),
+            act,
+            conf,
+            summary,
+            None,
+            chain,
+            frac if corr.errors else 1.0,
+            [],
+            warns,
+            progress=ev.progress,
+            flight_recorder=ev.fr,
+        )
     win, rest = cands[0], cands[1:]
     hyp = _hypothesis(win, corr, ev)
     _fr_mismatch(hyp, win, ev)
@@ -376,8 +403,12 @@ def attribute(
     hyp.score = conf
     # A later root on another rank in the same attempt is a second, independent fault.
     seconds = [
-        c for c in rest
-        if c.kind == "event" and c.rank is not None and c.rank != win.rank and c.event is not None
+        c
+        for c in rest
+        if c.kind == "event"
+        and c.rank is not None
+        and c.rank != win.rank
+        and c.event is not None
         and (win.event is None or c.event.attempt == win.event.attempt)
         and c.event.signature != (win.event.signature if win.event else None)
     ]
@@ -394,7 +425,9 @@ def attribute(
             culprit.ranks.append(c.rank)
     chain, frac = _chain(corr, win, seconds)
     chain += _later_links(later, win)
-    n_casc = sum(1 for link in chain if link.explained_by is not None or (win.event is None and link.role != Role.ROOT))
+    n_casc = sum(
+        1 for link in chain if link.explained_by is not None or (win.event is None and link.role != Role.ROOT)
+    )
     victims = {
         link.event.rank
         for link in chain
@@ -465,7 +498,11 @@ def _recurrences(corr: Correlation, win: Candidate, later: Sequence[Event] = ())
         return []
     out = set()
     for e in list(corr.errors) + list(later):
-        if e.rank == win.rank and e.signature == win.event.signature and e.attempt not in (None, win.event.attempt):
+        if (
+            e.rank == win.rank
+            and e.signature == win.event.signature
+            and e.attempt not in (None, win.event.attempt)
+        ):
             out.add(e.attempt)
     return sorted(a for a in out if a is not None)
 

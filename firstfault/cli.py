@@ -23,7 +23,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-bench_app = typer.Typer(help="Benchmarks: accuracy on labelled bundles, speed against grep -E.", no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Benchmarks: accuracy on labelled bundles, speed against grep -E.", no_args_is_help=True
+)
 app.add_typer(bench_app, name="bench")
 err = Console(stderr=True, soft_wrap=True)
 
@@ -45,7 +47,11 @@ def _mount(module: str, name: str, help_: str) -> None:
     app.add_typer(mod.app, name=name, help=help_)
 
 
-_mount("firstfault.simulate.cli_group", "simulate", "Simulate failures on real workloads (needs firstfault[torch]).")
+_mount(
+    "firstfault.simulate.cli_group",
+    "simulate",
+    "Simulate failures on real workloads (needs firstfault[torch]).",
+)
 _mount("firstfault.flightrec.cli", "fr", "Analyse PyTorch flight-recorder dumps.")
 
 
@@ -62,7 +68,9 @@ def analyze(
     path: Annotated[Path, typer.Argument(help="Bundle directory, .tar.gz, or a single log file")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the verdict as one JSON object")] = False,
     markdown: Annotated[Path | None, typer.Option("--markdown", help="Write a Markdown report here")] = None,
-    html: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here")] = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write a self-contained HTML report here")
+    ] = None,
     signatures: Annotated[
         list[Path] | None, typer.Option("--signatures", help="Extra signature directory or file (repeatable)")
     ] = None,
@@ -99,7 +107,9 @@ def analyze(
 @app.command("signatures")
 def signatures_cmd(
     extra: Annotated[list[Path] | None, typer.Option("--signatures", help="Extra signature dir/file")] = None,
-    check: Annotated[bool, typer.Option("--check", help="Verify every example line matches its pattern")] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Verify every example line matches its pattern")
+    ] = False,
 ) -> None:
     """List the signature registry (built-in plus --signatures), or check it."""
     from rich.table import Table
@@ -129,7 +139,9 @@ def signatures_cmd(
 @bench_app.command("accuracy")
 def bench_accuracy(
     cases: Annotated[Path, typer.Argument(help="Directory of bundles, each with a truth.json")],
-    markdown: Annotated[Path | None, typer.Option("--markdown", help="Also write the table as Markdown")] = None,
+    markdown: Annotated[
+        Path | None, typer.Option("--markdown", help="Also write the table as Markdown")
+    ] = None,
 ) -> None:
     """Per-case accuracy table against truth.json, next to the naive and torchrun baselines."""
     from firstfault.bench.accuracy import run_accuracy

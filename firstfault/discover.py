@@ -77,16 +77,44 @@ def _is_binary(head: bytes) -> bool:
 
 
 _KIND_MARKERS: list[tuple[str, tuple[bytes, ...]]] = [
-    ("kernel_log", (b"NVRM: ", b"kernel: ", b"Out of memory: Killed process", b"mlx5_core",
-                    # dmesg -x, raw /dev/kmsg, lines only the kernel prints, NVIDIA fabric manager
-                    b"kern  :", b",-;", b"segfault at ", b"oom-kill:constraint=", b"nvidia-nvswitch",
-                    b"] [INFO] [tid ")),
-    ("slurm_output", (b"srun: ", b"slurmstepd: ", b"slurmstepd-",
-                      # scontrol show job / jobcomp, sacct -P header, slurmctld/slurmd logs, env echoes
-                      b"JobState=", b"JobID|", b"sched: Allocate JobId=", b"_job_complete: JobId=",
-                      b"slurmctld version", b"slurmd version", b"launch task StepId=",
-                      b"SLURM_JOB_ID=", b"SLURM_JOB_NODELIST=")),
-    ("launcher_console", (b"torch.distributed.elastic", b"torch/distributed/elastic", b"[default0]:", b"torchrun")),
+    (
+        "kernel_log",
+        (
+            b"NVRM: ",
+            b"kernel: ",
+            b"Out of memory: Killed process",
+            b"mlx5_core",
+            # dmesg -x, raw /dev/kmsg, lines only the kernel prints, NVIDIA fabric manager
+            b"kern  :",
+            b",-;",
+            b"segfault at ",
+            b"oom-kill:constraint=",
+            b"nvidia-nvswitch",
+            b"] [INFO] [tid ",
+        ),
+    ),
+    (
+        "slurm_output",
+        (
+            b"srun: ",
+            b"slurmstepd: ",
+            b"slurmstepd-",
+            # scontrol show job / jobcomp, sacct -P header, slurmctld/slurmd logs, env echoes
+            b"JobState=",
+            b"JobID|",
+            b"sched: Allocate JobId=",
+            b"_job_complete: JobId=",
+            b"slurmctld version",
+            b"slurmd version",
+            b"launch task StepId=",
+            b"SLURM_JOB_ID=",
+            b"SLURM_JOB_NODELIST=",
+        ),
+    ),
+    (
+        "launcher_console",
+        (b"torch.distributed.elastic", b"torch/distributed/elastic", b"[default0]:", b"torchrun"),
+    ),
     ("nccl_debug", (b" NCCL INFO ", b" NCCL WARN ")),
 ]
 
@@ -100,9 +128,9 @@ def sniff_kind(rel: str, head: bytes) -> str:
         return "elastic_error_json"
     if _ELASTIC.search(rel):
         return "elastic_rank_log"
-    if head[:1] == b"\x80" or (name.endswith(".json") and b'"entries"' in head and b'"pg_config"' in head):
-        if _FR_NAME.search(name) or "/fr/" in f"/{rel}":
-            return "fr_dump"
+    looks_fr = head[:1] == b"\x80" or (name.endswith(".json") and b'"entries"' in head and b'"pg_config"' in head)
+    if looks_fr and (_FR_NAME.search(name) or "/fr/" in f"/{rel}"):
+        return "fr_dump"
     if name in {"topology.json"}:
         return "topology"
     if _is_binary(head):
@@ -123,20 +151,24 @@ def _safe_extract(archive: Path, dest: Path) -> list[str]:
         with tarfile.open(archive, "r:*") as tar:
             for count, member in enumerate(tar, 1):
                 if count > MAX_ARCHIVE_MEMBERS:
-                    raise BundleError(f"{archive}: more than {MAX_ARCHIVE_MEMBERS} members; refusing (archive bomb?)")
+                    raise BundleError(
+                        f"{archive}: more than {MAX_ARCHIVE_MEMBERS} members; refusing (archive bomb?)"
+                    )
                 name = member.name
                 target = (dest / name).resolve()
                 if name.startswith("/") or ".." in Path(name).parts or not target.is_relative_to(dest):
                     warnings.append(f"{archive}: skipped member {name!r}: path leaves the archive root")
                     continue
                 if not (member.isfile() or member.isdir()):
-                    warnings.append(f"{archive}: skipped member {name!r}: links and devices are not extracted")
+                    warnings.append(
+                        f"{archive}: skipped member {name!r}: links and devices are not extracted"
+                    )
                     continue
                 if member.isdir():
                     target.mkdir(parents=True, exist_ok=True)
                     continue
                 total += member.size
-                if total > MAX_ARCHIVE_BYTES or total > compressed * MAX_RATIO and total > 64 * 1024**2:
+                if total > MAX_ARCHIVE_BYTES or (total > compressed * MAX_RATIO and total > 64 * 1024**2):
                     raise BundleError(
                         f"{archive}: unpacks to more than {total} bytes ({total // compressed}x its size); "
                         "refusing (archive bomb?)"
@@ -201,7 +233,9 @@ def _walk(root: Path, warnings: list[str]) -> list[tuple[Path, str]]:
                 if e.is_symlink():
                     target = p.resolve()
                     if not target.is_relative_to(root):
-                        warnings.append(f"{p.relative_to(root)}: symbolic link leads outside the bundle; not followed")
+                        warnings.append(
+                            f"{p.relative_to(root)}: symbolic link leads outside the bundle; not followed"
+                        )
                         continue
                     if target.is_dir():
                         continue  # no directory links: no loops

@@ -30,7 +30,9 @@ def _known_ranks(pr: ParseResult, bundle: Bundle) -> list[int]:
     for prog in pr.ctx.progress_by_attempt.values():
         ranks.update(prog)
     ranks.update(e.rank for e in pr.events if e.rank is not None)
-    ranks.update(f.local_rank for f in bundle.files if f.local_rank is not None and f.kind == "elastic_rank_log")
+    ranks.update(
+        f.local_rank for f in bundle.files if f.local_rank is not None and f.kind == "elastic_rank_log"
+    )
     if pr.ctx.topology.world_size:
         ranks.update(range(pr.ctx.topology.world_size))
     return sorted(ranks)
@@ -96,7 +98,9 @@ def place_events(events: Sequence[Event], topo: Topology, warnings: list[str]) -
     hosts = {e.host for e in events if e.rank is None and e.host}
     if unplaced and len(hosts) == 1 and not topo.rank_host:
         (host,) = hosts
-        warnings.append(f"the ranks' host is not named in their logs; assuming {host}, the only host with host logs")
+        warnings.append(
+            f"the ranks' host is not named in their logs; assuming {host}, the only host with host logs"
+        )
         for e in unplaced:
             e.host = host
 
@@ -142,11 +146,11 @@ def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
     if verdict.category == Category.NETWORK:
         localize_network(verdict, bundle, tl.events, pr.ctx.topology)
     verdict.warnings = list(dict.fromkeys(verdict.warnings))  # one source may repeat another's warning
-    kinds = Counter(f.kind for f in bundle.files)
+    kind_counts = Counter(f.kind for f in bundle.files)
     verdict.inputs = {
         "path": str(bundle.root),
         "files": len(bundle.files),
-        "kinds": dict(sorted(kinds.items())),
+        "kinds": dict(sorted(kind_counts.items())),
         "clock_offsets_s": {o.host: round(o.seconds, 3) for o in offsets},
         "topology": {"ranks": len(pr.ctx.topology.rank_host), "gpus": len(pr.ctx.topology.rank_gpu)},
     }
@@ -187,7 +191,9 @@ def assign_attempts(events: Sequence[Event], starts: dict[int, float]) -> None:
 
 
 def first_failed_attempt(events: Sequence[Event]) -> int | None:
-    atts = [e.attempt for e in events if e.attempt is not None and e.severity == "error" and e.role != Role.NOISE]
+    atts = [
+        e.attempt for e in events if e.attempt is not None and e.severity == "error" and e.role != Role.NOISE
+    ]
     return min(atts) if atts else None
 
 

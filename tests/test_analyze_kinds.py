@@ -11,8 +11,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
 from conftest import KIND_CASES, truth
+
 from firstfault.pipeline import analyze
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "firstfault/schema/verdict.v1.json").read_text())

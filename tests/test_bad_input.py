@@ -55,7 +55,9 @@ def test_binary_beside_logs_is_a_warning(tmp_path: Path) -> None:
 
 
 def test_non_utf8_and_truncated_line(tmp_path: Path) -> None:
-    data = b"2026-12-02 10:00:00,000 caf\xe9 \xff\xfe\n" + b"RuntimeError: boom \xc3\x28 trailing"  # no final newline
+    data = (
+        b"2026-12-02 10:00:00,000 caf\xe9 \xff\xfe\n" + b"RuntimeError: boom \xc3\x28 trailing"
+    )  # no final newline
     (tmp_path / "app.log").write_bytes(data)
     v = analyze(tmp_path)
     assert v.root_event is not None and "boom" in v.root_event.text
@@ -129,7 +131,7 @@ def test_archive_bomb_refused(tmp_path: Path) -> None:
     assert arc.stat().st_size < 1024 * 1024
     with pytest.raises(BundleError, match="archive bomb"):
         discover(arc)
-    code, out = cli("analyze", str(arc))
+    code, _ = cli("analyze", str(arc))
     assert code == 2
 
 
@@ -145,7 +147,7 @@ def test_truncated_archive_partial(tmp_path: Path) -> None:
 def test_gzip_garbage_single_file(tmp_path: Path) -> None:
     p = tmp_path / "x.tar.gz"
     p.write_bytes(gzip.compress(b"not a tar at all"))
-    code, out = cli("analyze", str(p))
+    code, _ = cli("analyze", str(p))
     assert code == 2
 
 

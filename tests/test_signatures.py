@@ -22,7 +22,8 @@ def test_builtin_registry_is_consistent() -> None:
 def test_advice_lines_are_noise() -> None:
     reg = load_registry()
     for text in (
-        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
+        "CUDA kernel errors might be asynchronously reported at some other API call, "
+        "so the stacktrace below might be incorrect.",
         "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
     ):
         sig = reg.match(text, "app_log")
@@ -57,5 +58,5 @@ examples = ["checkpoint write failed: /ckpt/step_100"]
 
 def test_bad_signature_file_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "bad.toml").write_text('[[signature]]\nid = "x"\npattern = "("\n')
-    with pytest.raises(SignatureError, match="bad.toml"):
+    with pytest.raises(SignatureError, match=r"bad\.toml"):
         load_registry([tmp_path])

@@ -41,7 +41,9 @@ line = st.one_of(
 @given(lines=st.lists(line, max_size=60), block=st.integers(min_value=1, max_value=64))
 def test_matches_naive_split(kind: str, lines: list[str], block: int) -> None:
     data = "\n".join(lines).encode("utf-8")
-    got = [(h.line_no, h.text) for h in scan(io.BytesIO(data), automaton(kind=kind), block=block, max_line=10**6)]
+    got = [
+        (h.line_no, h.text) for h in scan(io.BytesIO(data), automaton(kind=kind), block=block, max_line=10**6)
+    ]
     assert got == naive(data)
 
 
@@ -63,7 +65,7 @@ def test_long_line_cut_and_counted() -> None:
 
 
 def test_before_gives_context() -> None:
-    data = b"Traceback (most recent call last):\n  File \"x.py\", line 1, in f\nRuntimeError: boom\n"
+    data = b'Traceback (most recent call last):\n  File "x.py", line 1, in f\nRuntimeError: boom\n'
     (hit,) = list(scan(io.BytesIO(data), automaton()))
     assert hit.before(2) == ["Traceback (most recent call last):", '  File "x.py", line 1, in f']
 

@@ -131,15 +131,23 @@ def render(results: list[CaseResult], console: Console) -> str:
     console.print(t)
     n = len(results)
     totals = [
-        ("culprit top-1", sum(r.ff_ok for r in results), sum(r.culprit_ok(r.naive_rank) for r in results),
-         sum(r.culprit_ok(r.torchrun_rank) for r in results)),
+        (
+            "culprit top-1",
+            sum(r.ff_ok for r in results),
+            sum(r.culprit_ok(r.naive_rank) for r in results),
+            sum(r.culprit_ok(r.torchrun_rank) for r in results),
+        ),
         ("category", sum(r.ff_category == r.truth_category for r in results), None, None),
         ("action", sum(r.ff_action == r.truth_action for r in results), None, None),
     ]
     tt = Table(title=f"totals over {n} cases")
     for c in ("measure", "firstfault", "naive (earliest error line)", "torchrun Root Cause"):
         tt.add_column(c)
-    md += ["", "| measure | firstfault | naive (earliest error line) | torchrun Root Cause |", "|---|---|---|---|"]
+    md += [
+        "",
+        "| measure | firstfault | naive (earliest error line) | torchrun Root Cause |",
+        "|---|---|---|---|",
+    ]
     for name, ff, nv, tr in totals:
         row = [name, _pct(ff, n), "-" if nv is None else _pct(nv, n), "-" if tr is None else _pct(tr, n)]
         tt.add_row(*row)

@@ -12,8 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 KINDS = (
-    "exception", "sigkill", "segfault", "hang", "desync", "host_oom", "nan",
-    "straggler", "exit_code", "two_faults", "none",
+    "exception",
+    "sigkill",
+    "segfault",
+    "hang",
+    "desync",
+    "host_oom",
+    "nan",
+    "straggler",
+    "exit_code",
+    "two_faults",
+    "none",
 )
 
 

@@ -18,7 +18,6 @@ try:  # pragma: no cover - depends on the platform's wheels
 
     HAVE_HYPERSCAN = True
 except ImportError:  # pragma: no cover
-    hyperscan = None
     HAVE_HYPERSCAN = False
 
 

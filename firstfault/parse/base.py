@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from firstfault.discover import SourceFile
 from firstfault.parse.stream import Hit
@@ -52,7 +52,7 @@ def _rank_dir(rel: str) -> str:
     return rel.rsplit("/", 1)[0]
 
 
-def remap_ranks(events: list, ctx: ParseContext) -> None:  # type: ignore[type-arg]
+def remap_ranks(events: list[Any], ctx: ParseContext) -> None:
     """Give every event of a per-rank directory the global rank that directory's lines name.
 
     torchrun numbers its per-rank directories by *local* rank; on a multi-node job the node's
@@ -156,7 +156,7 @@ class SourceParser:
         self.ctx = ctx
         self.last_ts: float | None = None
         # where the previous flagged line sat, so a backward search for a time stops there
-        self._prev: tuple[str, int, float | None] = ("", -1, None)
+        self._prev: tuple[bytes, int, float | None] = (b"", -1, None)
 
     def strip(self, text: str, info: LineInfo) -> str:
         srun = self.sf.kind in ("slurm_output", "launcher_console", "app_log")

@@ -47,7 +47,7 @@ def faulthandler_stack(ev: Event, hit: Hit, ctx: ParseContext) -> None:
     """The frames below a faulthandler dump header: where the thread was when signalled."""
     from firstfault.parse.base import strip_prefixes
 
-    frames = []
+    frames: list[str] = []
     for raw in hit.after(24):
         line = strip_prefixes(raw)[0]
         m = _FH_FRAME.match(line)

@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from statistics import median
+from typing import Any
 
 from firstfault.discover import Bundle, SourceFile
 from firstfault.match.registry import Registry, Signature
@@ -85,7 +86,9 @@ def _year_hint(bundle: Bundle) -> int | None:
     return None
 
 
-def _elastic_error_json(sf: SourceFile, registry: Registry, ctx: ParseContext, next_id: int) -> Iterator[Event]:
+def _elastic_error_json(
+    sf: SourceFile, registry: Registry, ctx: ParseContext, next_id: int
+) -> Iterator[Event]:
     """torchrun's per-rank error.json (written by @record): the exception, to the second."""
     try:
         if sf.size > 16 * 1024 * 1024:
@@ -136,7 +139,9 @@ def _elastic_error_json(sf: SourceFile, registry: Registry, ctx: ParseContext, n
     )
 
 
-def parse_file(sf: SourceFile, registry: Registry, ctx: ParseContext, start_id: int) -> tuple[list[Event], int]:
+def parse_file(
+    sf: SourceFile, registry: Registry, ctx: ParseContext, start_id: int
+) -> tuple[list[Event], int]:
     """Events of one text file, and how many lines the prefilter flagged."""
     parser = parser_for(sf, ctx)
     events: list[Event] = []
@@ -232,7 +237,9 @@ def _head_and_tail(sf: SourceFile, ctx: ParseContext, total_lines: int, own_prog
         _progress(text, rank, parse_timestamp(text, ctx.year_hint), ctx, sf, first_no + i)
 
 
-def _progress(text: str, rank: int | None, ts: float | None, ctx: ParseContext, sf: SourceFile, line: int) -> None:
+def _progress(
+    text: str, rank: int | None, ts: float | None, ctx: ParseContext, sf: SourceFile, line: int
+) -> None:
     got = progress_mod.match_progress(text)
     if got is None:
         return
@@ -285,8 +292,9 @@ def _parse_files(
 def _worker(indexes: list[int]) -> tuple[list[Event], ParseContext, int, int, int]:
     assert _FORKED is not None
     bundle, registry, template = _FORKED
-    ctx = ParseContext(year_hint=template.year_hint, topology=template.topology,
-                       has_rank_files=template.has_rank_files)
+    ctx = ParseContext(
+        year_hint=template.year_hint, topology=template.topology, has_rank_files=template.has_rank_files
+    )
     events, read, nbytes, flagged = _parse_files([bundle.files[i] for i in indexes], registry, ctx)
     return events, ctx, read, nbytes, flagged
 
@@ -298,11 +306,16 @@ def _merge(into: ParseContext, part: ParseContext) -> None:
         into.attempt_start[att] = min(t, into.attempt_start.get(att, t))
     into.dir_rank.update(part.dir_rank)
     topo, other = into.topology, part.topology
-    for mine, theirs in ((topo.rank_host, other.rank_host), (topo.rank_local, other.rank_local),
-                         (topo.rank_gpu, other.rank_gpu), (topo.ip_host, other.ip_host),
-                         (topo.groups, other.groups)):
+    pairs: list[tuple[dict[Any, Any], dict[Any, Any]]] = [
+        (topo.rank_host, other.rank_host),
+        (topo.rank_local, other.rank_local),
+        (topo.rank_gpu, other.rank_gpu),
+        (topo.ip_host, other.ip_host),
+        (topo.groups, other.groups),
+    ]
+    for mine, theirs in pairs:
         for k, v in theirs.items():
-            mine.setdefault(k, v)  # type: ignore[attr-defined]
+            mine.setdefault(k, v)
     topo.world_size = topo.world_size or other.world_size
     for w in part.warnings:
         into.warn(w)

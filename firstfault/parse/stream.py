@@ -51,7 +51,6 @@ class Hit:
             end = s - 1
             count += 1
 
-
     def after(self, n: int) -> list[str]:
         """Up to ``n`` lines below this one that are in the block in memory."""
         out: list[str] = []

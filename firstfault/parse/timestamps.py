@@ -46,7 +46,12 @@ def parse_timestamp(text: str, year_hint: int | None = None) -> float | None:
     if m:
         try:
             dt = datetime(
-                int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]),
+                int(m["y"]),
+                int(m["mo"]),
+                int(m["d"]),
+                int(m["h"]),
+                int(m["mi"]),
+                int(m["s"]),
                 tzinfo=_tz(m["tz"]),
             )
         except ValueError:

@@ -41,7 +41,9 @@ def render(v: dict[str, Any], console: Console | None = None, max_chain: int = 1
     if re_:
         head.add_row("root event", Text(f"{re_['file']}:{re_['line']}  {iso(re_['timestamp'])}"))
         head.add_row("", Text(re_["text"][:300], style="red"))
-    head.add_row("explained", f"{v['explained_fraction'] * 100:.0f}% of {len(v['causal_chain'])} error events")
+    head.add_row(
+        "explained", f"{v['explained_fraction'] * 100:.0f}% of {len(v['causal_chain'])} error events"
+    )
     console.print(Panel(head, title=Text(vd["summary"][:200], style="bold"), title_align="left"))
     if vd.get("reasons"):
         for r in vd["reasons"]:
@@ -63,7 +65,9 @@ def render(v: dict[str, Any], console: Console | None = None, max_chain: int = 1
             )
         console.print(t)
         if len(chain) > max_chain:
-            console.print(f"  … {len(chain) - max_chain} more events (use --json or --markdown for all)", style="dim")
+            console.print(
+                f"  … {len(chain) - max_chain} more events (use --json or --markdown for all)", style="dim"
+            )
     if v.get("alternatives"):
         console.print("alternatives:", style="bold")
         for a in v["alternatives"]:
