@@ -66,6 +66,10 @@ def fold_duplicates(events: Sequence[Event]) -> tuple[list[Event], int]:
         else:
             reps.append(len(kept))
             kept.append(e)
+    # torchrun's ChildFailedError summary repeats each failed rank's last error line, indented and
+    # without the rank prefix: an unplaced line identical to a placed one is that copy.
+    placed = {(e.signature, e.text.strip()) for e in kept if e.rank is not None}
+    kept = [e for e in kept if e.rank is not None or e.host is not None or (e.signature, e.text.strip()) not in placed]
     return kept, len(events) - len(kept)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -13,6 +14,13 @@ from rich.text import Text
 from firstfault.parse.timestamps import iso
 
 _STYLE = {"root": "bold red", "cascade": "yellow", "teardown": "cyan", "noise": "dim"}
+# glog/c10 header ("E1202 15:07:19.721000 12077 path/api.py:1002] "): the time is in its own column
+_GLOG_HEAD = re.compile(r"^\[?[IWEF]\d{4} [\d:.]+\s+\d+ \S+\] ?")
+
+
+def message(text: str) -> str:
+    """The part of a line worth reading in a narrow column."""
+    return _GLOG_HEAD.sub("", text.strip(), count=1)
 
 
 def _culprit(v: dict[str, Any]) -> str:
@@ -30,7 +38,10 @@ def _culprit(v: dict[str, Any]) -> str:
 
 
 def render(v: dict[str, Any], console: Console | None = None, max_chain: int = 12) -> None:
-    console = console or Console()
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=140)
     vd = v["verdict"]
     head = Table.grid(padding=(0, 2))
     head.add_row("category", Text(vd["category"], style="bold"))
@@ -61,7 +72,7 @@ def render(v: dict[str, Any], console: Console | None = None, max_chain: int = 1
                 Text(c["role"], style=_STYLE.get(c["role"], "")),
                 "-" if c["rank"] is None else str(c["rank"]),
                 Text(c["signature"]),
-                Text(c["text"][:120]),
+                Text(message(c["text"])[:160]),
             )
         console.print(t)
         if len(chain) > max_chain:
