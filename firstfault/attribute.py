@@ -74,6 +74,7 @@ class Evidence:
     ctx: ParseContext | None = None
     launcher_ok: bool = False
     action_of: dict[str, Action] = field(default_factory=dict)
+    fr_events: list[Event] = field(default_factory=list)
 
 
 def _fr_culprits(fr: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -118,14 +119,10 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
         cat = Category.HANG
         exiting = any(e.signature == "python.faulthandler_no_frame" for e in corr.ranks[r].events)
         if r in quiet and timeouts:
-            reasons.append(
-                f"rank {r} reported no error while {len(victims)} peer(s) timed out waiting for it"
-            )
+            reasons.append(f"rank {r} reported no error while {len(victims)} peer(s) timed out waiting for it")
         elif r in quiet:
             cat = Category.APPLICATION_ERROR if exiting else Category.PROCESS_CRASH
-            reasons.append(
-                f"rank {r} reported no error while {len(victims)} peer(s) saw their connections to it close"
-            )
+            reasons.append(f"rank {r} reported no error while {len(victims)} peer(s) saw their connections to it close")
             if exiting:
                 reasons.append(
                     "it was already shutting down (interpreter exit, no Python frame) when torchrun stopped it: "
@@ -137,14 +134,13 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
         if stack is not None and not exiting:
             where = stack.fields["top_frame"]
             loader = any("dataloader" in f or "__getitem__" in f or "fetch" in f for f in stack.context[:4])
-            reasons.append(
-                f"when it was stopped it was in {where}" + (" (inside the data loader)" if loader else "")
-            )
+            reasons.append(f"when it was stopped it was in {where}" + (" (inside the data loader)" if loader else ""))
         if r in fr_rank_order:
             fc = _fr_culprits(ev.fr)[fr_rank_order.index(r)]
             reasons.append(f"flight recorder: {fc.get('reason', fc.get('kind'))}")
         ts = p.last_step_ts if p else None
-        out.append(Candidate("silent", None, r, None, ts, cat, reasons))
+        fr_ev = next((e for e in ev.fr_events if e.rank == r), None)
+        out.append(Candidate("silent", fr_ev, r, None, ts, cat, reasons))
 
     def key(c: Candidate) -> tuple[int, int, float, int]:
         fr_pos = fr_rank_order.index(c.rank) if c.rank in fr_rank_order else len(fr_rank_order) + 1
@@ -198,9 +194,7 @@ def _merge_host(cands: list[Candidate], ctx: ParseContext | None) -> list[Candid
                 h.supporting.append(c.event)
                 absorbed.add(id(c))
                 if h.rank is None:
-                    h.reasons.append(
-                        f"rank {c.rank}'s failure at {iso(c.event.ts)} on the same host follows from it"
-                    )
+                    h.reasons.append(f"rank {c.rank}'s failure at {iso(c.event.ts)} on the same host follows from it")
             elif corroborates(h.event, c.event) and id(h) not in absorbed:
                 c.supporting.append(h.event)
                 c.reasons.append(f"{h.host}'s kernel log agrees: {h.event.text.strip()[:160]}")
@@ -256,9 +250,7 @@ def _hypothesis(c: Candidate, corr: Correlation, ev: Evidence) -> Hypothesis:
     summary = f"{cat.value.replace('_', ' ')} on {where}: {what}"
     reasons = list(c.reasons)
     if root is not None:
-        reasons.insert(
-            0, f"earliest independent fault at {iso(root.ts)} ({root.source}:{root.line}, {root.signature})"
-        )
+        reasons.insert(0, f"earliest independent fault at {iso(root.ts)} ({root.source}:{root.line}, {root.signature})")
     return Hypothesis(
         category=cat,
         culprit=Culprit(ranks=ranks, hosts=hosts, gpus=_gpu_of(c.rank, root, ev.ctx)),
@@ -311,9 +303,7 @@ def _confidence(win: Candidate, rest: Sequence[Candidate], ev: Evidence) -> tupl
     return max(0.05, min(0.98, score)), why
 
 
-def _chain(
-    corr: Correlation, win: Candidate | None, seconds: list[Candidate]
-) -> tuple[list[ChainLink], float]:
+def _chain(corr: Correlation, win: Candidate | None, seconds: list[Candidate]) -> tuple[list[ChainLink], float]:
     links: list[ChainLink] = []
     root_ev = win.event if win else None
     root_id = root_ev.id if root_ev else None
@@ -353,15 +343,11 @@ def _chain(
     frac = explained / total if total else 1.0
     if win is not None and root_ev is None and total:
         # A silent culprit explains its peers' timeouts even though it has no event of its own.
-        frac = (
-            sum(1 for link in links if link.rule != "happened before the root; not explained by it") / total
-        )
+        frac = sum(1 for link in links if link.rule != "happened before the root; not explained by it") / total
     return links, frac
 
 
-def attribute(
-    corr: Correlation, ev: Evidence, warnings: Sequence[str] = (), later: Sequence[Event] = ()
-) -> Verdict:
+def attribute(corr: Correlation, ev: Evidence, warnings: Sequence[str] = (), later: Sequence[Event] = ()) -> Verdict:
     cands = _merge_host([c for c in corr.candidates if c.kind in ("event", "exit")], ev.ctx)
     if not cands:
         cands = _silent_candidates(corr, ev)
@@ -424,10 +410,9 @@ def attribute(
         if c.rank is not None and c.rank not in culprit.ranks:
             culprit.ranks.append(c.rank)
     chain, frac = _chain(corr, win, seconds)
+    chain += _fr_links(ev.fr_events, win, hyp.culprit.ranks)
     chain += _later_links(later, win)
-    n_casc = sum(
-        1 for link in chain if link.explained_by is not None or (win.event is None and link.role != Role.ROOT)
-    )
+    n_casc = sum(1 for link in chain if link.explained_by is not None or (win.event is None and link.role != Role.ROOT))
     victims = {
         link.event.rank
         for link in chain
@@ -477,6 +462,22 @@ def _fr_mismatch(hyp: Hypothesis, win: Candidate, ev: Evidence) -> None:
     hyp.reasons.append(f"flight recorder: {mism[0].get('reason')}")
 
 
+def _fr_links(fr_events: Sequence[Event], win: Candidate, culprits: Sequence[int]) -> list[ChainLink]:
+    """The flight recorder's evidence in the chain: it confirms the culprit(s) or names others."""
+    out = []
+    root = win.event
+    for e in fr_events:
+        if root is not None and e.id == root.id:
+            continue  # already the root of the chain
+        if e.rank in culprits:
+            rule = "flight recorder confirms this culprit"
+            by = root.id if root is not None else None
+            out.append(ChainLink(e, Role.ROOT if by is None else Role.CASCADE, by, rule))
+        else:
+            out.append(ChainLink(e, Role.ROOT, None, "flight recorder names another culprit rank"))
+    return out
+
+
 def _later_links(later: Sequence[Event], win: Candidate) -> list[ChainLink]:
     """Events of restart attempts: the restart itself was caused by the root."""
     out = []
@@ -498,11 +499,7 @@ def _recurrences(corr: Correlation, win: Candidate, later: Sequence[Event] = ())
         return []
     out = set()
     for e in list(corr.errors) + list(later):
-        if (
-            e.rank == win.rank
-            and e.signature == win.event.signature
-            and e.attempt not in (None, win.event.attempt)
-        ):
+        if e.rank == win.rank and e.signature == win.event.signature and e.attempt not in (None, win.event.attempt):
             out.add(e.attempt)
     return sorted(a for a in out if a is not None)
 

@@ -22,7 +22,7 @@ from firstfault.parse import nccl
 from firstfault.parse.base import Topology
 from firstfault.parse.kernel import normalize_pci
 from firstfault.parse.run import ParseResult, parse_bundle
-from firstfault.records import Action, Category, Event, Role, Verdict
+from firstfault.records import Action, Category, Event, Layer, Role, Verdict
 
 
 def _known_ranks(pr: ParseResult, bundle: Bundle) -> list[int]:
@@ -30,9 +30,7 @@ def _known_ranks(pr: ParseResult, bundle: Bundle) -> list[int]:
     for prog in pr.ctx.progress_by_attempt.values():
         ranks.update(prog)
     ranks.update(e.rank for e in pr.events if e.rank is not None)
-    ranks.update(
-        f.local_rank for f in bundle.files if f.local_rank is not None and f.kind == "elastic_rank_log"
-    )
+    ranks.update(f.local_rank for f in bundle.files if f.local_rank is not None and f.kind == "elastic_rank_log")
     if pr.ctx.topology.world_size:
         ranks.update(range(pr.ctx.topology.world_size))
     return sorted(ranks)
@@ -98,11 +96,60 @@ def place_events(events: Sequence[Event], topo: Topology, warnings: list[str]) -
     hosts = {e.host for e in events if e.rank is None and e.host}
     if unplaced and len(hosts) == 1 and not topo.rank_host:
         (host,) = hosts
-        warnings.append(
-            f"the ranks' host is not named in their logs; assuming {host}, the only host with host logs"
-        )
+        warnings.append(f"the ranks' host is not named in their logs; assuming {host}, the only host with host logs")
         for e in unplaced:
             e.host = host
+
+
+FR_CATEGORY = {
+    "missing": Category.HANG,
+    "stalled": Category.HANG,
+    "mismatched": Category.COLLECTIVE_MISMATCH,
+    "straggler": Category.STRAGGLER,
+}
+
+
+def fr_events(fr: dict[str, Any] | None, bundle: Bundle, start_id: int) -> list[Event]:
+    """The flight recorder's culprits as events, so they take a place in the causal chain.
+
+    Each points at the culprit's dump (or, for a rank that wrote none, the dump directory).
+    """
+    if not fr:
+        return []
+    dumps = {f.rank: f.rel for f in bundle.of_kind("fr_dump") if f.rank is not None}
+    any_dump = next(iter(dumps.values()), "fr")
+    out = []
+    for i, c in enumerate(fr.get("culprits", [])):
+        if not isinstance(c, dict) or c.get("rank") is None:
+            continue
+        kind = str(c.get("kind", "missing"))
+        rank = int(c["rank"])
+        t = c.get("time_ns")
+        out.append(
+            Event(
+                id=start_id + i,
+                source=dumps.get(rank, any_dump.rsplit("/", 1)[0] if "/" in any_dump else any_dump),
+                line=1,
+                text=f"flight recorder: {c.get('reason', kind)}",
+                signature=f"flightrec.{kind}",
+                category=FR_CATEGORY.get(kind, Category.HANG),
+                layer=Layer.FRAMEWORK,
+                role=Role.ROOT,
+                severity="error",
+                ts=int(t) / 1e9 if isinstance(t, (int, float)) else None,
+                ts_quality="exact" if t else "none",
+                rank=rank,
+                fields={
+                    "fr_kind": kind,
+                    "pg": str(c.get("pg") or ""),
+                    "seq": str(c.get("seq") or ""),
+                    "op": str(c.get("op") or ""),
+                    "score": str(c.get("score") or ""),
+                },
+                context=[str(f) for f in (c.get("frames") or [])][:12],
+            )
+        )
+    return out
 
 
 def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
@@ -117,9 +164,7 @@ def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
     nccl.learn_topology(pr.events, pr.ctx.topology)
     place_events(pr.events, pr.ctx.topology, warnings)
     tl = align(pr.events)
-    rank0_host = pr.ctx.topology.rank_host.get(0) or next(
-        (e.host for e in tl.events if e.rank == 0 and e.host), None
-    )
+    rank0_host = pr.ctx.topology.rank_host.get(0) or next((e.host for e in tl.events if e.rank == 0 and e.host), None)
     offsets = estimate_offsets(tl.events, reference=rank0_host)
     if offsets:
         apply_offsets(tl.events, offsets)
@@ -141,6 +186,7 @@ def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
     fr = _flight_recorder(bundle, ranks, warnings)
     action_of = {s.id: s.action for s in registry.signatures if s.action is not None}
     ev = Evidence(progress=pr.rank_progress(first), fr=fr, ctx=pr.ctx, action_of=action_of)
+    ev.fr_events = fr_events(fr, bundle, len(pr.events))
     _missing_rank_warnings(bundle, ranks, warnings)
     verdict = attribute(corr, ev, warnings, later=later)
     if verdict.category == Category.NETWORK:
@@ -191,9 +237,7 @@ def assign_attempts(events: Sequence[Event], starts: dict[int, float]) -> None:
 
 
 def first_failed_attempt(events: Sequence[Event]) -> int | None:
-    atts = [
-        e.attempt for e in events if e.attempt is not None and e.severity == "error" and e.role != Role.NOISE
-    ]
+    atts = [e.attempt for e in events if e.attempt is not None and e.severity == "error" and e.role != Role.NOISE]
     return min(atts) if atts else None
 
 
