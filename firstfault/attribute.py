@@ -453,7 +453,7 @@ def _fr_mismatch(hyp: Hypothesis, win: Candidate, ev: Evidence) -> None:
     mism = [c for c in _fr_culprits(ev.fr) if c.get("kind") == "mismatched"]
     if not mism:
         return
-    ranks = [int(c["rank"]) for c in mism]
+    ranks = [int(mism[0]["rank"])] + [int(c["rank"]) for c in mism[1:] if float(c.get("score") or 0) >= 0.5]
     if ranks and hyp.culprit.ranks[:1] != ranks[:1]:
         if win.rank is not None:
             hyp.reasons.append(f"rank {win.rank} detected the mismatch; it is a witness, not the culprit")

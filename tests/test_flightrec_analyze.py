@@ -283,3 +283,21 @@ def test_empty_input_and_helpers() -> None:
     assert a.culprits == [] and a.warnings
     assert compress_ranks([0, 1, 2, 3, 7, 9, 10]) == "0-3,7,9-10"
     assert compress_ranks([]) == ""
+
+
+def test_mismatch_without_majority_blames_the_rank_that_changed_its_shape() -> None:
+    """Only two of four ranks dumped and they disagree: the one whose size differs from its own
+    previous call at the same place diverged (seen in a real desync bundle: 29004 vs 19336)."""
+    frame = [{"name": "_train", "filename": "train.py", "line": 480}]
+    dumps = []
+    for r, now in ((1, 29004), (3, 19336)):
+        es = [
+            entry("0", 8, desc="default_pg", t=0, size=19336, frames=frame, retired=True),
+            entry("0", 9, desc="default_pg", t=5, size=now, frames=frame),
+        ]
+        dumps.append(dump(r, es))
+    a = analyze_fr(dumps, expected_world_size=4)
+    mism = [c for c in a.culprits if c.kind == "mismatched"]
+    assert mism[0].rank == 1
+    assert "changed what it sends" in mism[0].reason
+    assert all(c.score < mism[0].score for c in a.culprits[1:])

@@ -218,6 +218,28 @@ def _sig(e: FREntry) -> tuple[Any, ...]:
     return (op, sizes, dtypes)
 
 
+def _changed_since_last_call(
+    by_seq: dict[int, dict[int, FREntry]], s: int, sigs: dict[int, tuple[Any, ...]]
+) -> dict[int, tuple[Any, ...] | None]:
+    """For a mismatch with no majority: each member's signature at its previous call of the
+    same op from the same Python frame. The rank whose shape changed since then is the one that
+    diverged; the one that kept its shape is the witness."""
+    out: dict[int, tuple[Any, ...] | None] = {}
+    for r in sigs:
+        cur = by_seq[s][r]
+        where = cur.frames[0] if cur.frames else None
+        out[r] = None
+        for prev_s in sorted((x for x in by_seq if x < s), reverse=True):
+            prev = by_seq[prev_s].get(r)
+            if prev is None or prev.op != cur.op:
+                continue
+            if where is not None and (prev.frames[0] if prev.frames else None) != where:
+                continue
+            out[r] = (_sig(prev),)
+            break
+    return out
+
+
 def _sig_text(sig: tuple[Any, ...]) -> str:
     op, sizes, dtypes = sig[0]
     parts = [str(op)]
@@ -920,8 +942,28 @@ def _analyse_collectives(
         summ.op = present[min(present)].op
         summ.mismatched = odd
         agree = sorted(r for r, sg in sigs.items() if sg == major)
+        changed = _changed_since_last_call(by_seq, s, sigs) if tie else {}
         for r in odd:
             e = present[r]
+            if tie and changed.get(r) is not None:
+                before = changed[r]
+                if before != sigs[r]:
+                    text = (
+                        f"at collective #{s} of {label} rank {r} issued {_sig_text(sigs[r])} where its previous call "
+                        f"from the same place issued {_sig_text(before)}; the other member(s) kept their shape: "
+                        "rank {r} changed what it sends (the first divergence)".replace("{r}", str(r))
+                    )
+                    strength = 0.2
+                else:
+                    text = (
+                        f"at collective #{s} of {label} the members disagree with no majority; rank {r} issued "
+                        f"{_sig_text(sigs[r])}, the same as its previous call from the same place"
+                    )
+                    strength = -0.5
+                evidence[r].append(
+                    _Evidence("mismatched", k, s, e.op, e.time_created_ns, text, entry=e, strength=strength)
+                )
+                continue
             if tie:
                 text = (
                     f"at collective #{s} of {label} the members disagree with no majority: "
