@@ -43,7 +43,14 @@ def _score(e: Event) -> tuple[int, int, int]:
 
 
 def _borrow_time(keep: Event, other: Event) -> None:
-    """A per-rank stderr copy has no time; the console copy of the same line often has."""
+    """A per-rank stderr copy has no time; the console copy of the same line often has.
+
+    The console's line number is kept too: the console interleaves every rank's output in the
+    order it arrived, which orders two lines whose times are only inherited.
+    """
+    for e in (other, keep):
+        if "/attempt_" not in e.source and "console_line" not in keep.fields:
+            keep.fields["console_line"] = f"{e.source}:{e.line}"
     if _QUALITY.get(other.ts_quality, 0) > _QUALITY.get(keep.ts_quality, 0):
         keep.ts, keep.ts_quality = other.ts, other.ts_quality
     if keep.host is None:
@@ -96,9 +103,7 @@ class Offset:
     ranks: int
 
 
-def estimate_offsets(
-    events: Sequence[Event], min_shift: float = 2.0, reference: str | None = None
-) -> list[Offset]:
+def estimate_offsets(events: Sequence[Event], min_shift: float = 2.0, reference: str | None = None) -> list[Offset]:
     """Per-host clock offsets from the fan-out of one failure across hosts.
 
     When a collective breaks, every surviving peer notices within about a second (a closed

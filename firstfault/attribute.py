@@ -19,6 +19,7 @@ from typing import Any
 from firstfault.correlate import (
     Candidate,
     Correlation,
+    arrival_order,
     candidate_order,
     corroborates,
     exit_signal,
@@ -91,8 +92,35 @@ def _gpu_of(rank: int | None, ev: Event | None, ctx: ParseContext | None) -> lis
     return []
 
 
+_SHUTDOWN_ABORTS = {"python.fatal_abort", "cpp.terminate_no_exception"}
+
+
+def _exited_early(c: Candidate, corr: Correlation) -> bool:
+    """An abort with no Python frame and no exception: the process was already shutting down.
+
+    A rank that calls sys.exit mid-training (or returns) often aborts in interpreter shutdown
+    while its communication threads are alive; the abort is a symptom of the early exit.
+    """
+    if c.event is None or c.event.signature not in _SHUTDOWN_ABORTS or c.rank is None:
+        return False
+    v = corr.ranks.get(c.rank)
+    if v is None:
+        return False
+    sigs = {e.signature for e in v.events}
+    return "python.faulthandler_no_frame" in sigs and not any(
+        e.role == Role.ROOT and e.signature not in _SHUTDOWN_ABORTS and e.layer == Layer.APPLICATION for e in v.events
+    )
+
+
 def _category_for(c: Candidate, corr: Correlation) -> Category:
     """Refine a candidate's category with what else its host says (OOM kill explains -9)."""
+    if _exited_early(c, corr):
+        if not any("shutting down" in r for r in c.reasons):
+            c.reasons.append(
+                "it aborted during interpreter shutdown (no Python frame, no exception): the program had already "
+                "ended on this rank while its peers were still training (sys.exit or an early return)"
+            )
+        return Category.APPLICATION_ERROR
     if c.kind == "exit" and c.host and c.event is not None:
         for e in corr.host_events.get(c.host, []):
             if e.category == Category.HOST_OOM and same_process(e, c.event) is not False:
@@ -204,6 +232,7 @@ def _merge_host(cands: list[Candidate], ctx: ParseContext | None) -> list[Candid
         if h.rank is None and h.host and h.event is not None and ctx is not None:
             h.rank = _rank_of_host_event(h, ctx)
     out.sort(key=candidate_order)
+    arrival_order(out)
     return out
 
 

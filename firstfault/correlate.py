@@ -88,6 +88,31 @@ def candidate_order(c: Candidate) -> tuple[float, int]:
     return (c.ts + (0.5 if coarse else 0.0), c.depth)
 
 
+def _console_pos(c: Candidate) -> tuple[str, int] | None:
+    if c.event is None or c.event.ts_quality != "inherited":
+        return None
+    where = c.event.fields.get("console_line")
+    if not where or ":" not in where:
+        return None
+    src, line = where.rsplit(":", 1)
+    return (src, int(line)) if line.isdigit() else None
+
+
+def arrival_order(cands: list[Candidate], window: float = 1.0) -> None:
+    """Near-ties between inherited times are decided by the order the console received them."""
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(cands) - 1):
+            a, b = cands[i], cands[i + 1]
+            pa, pb = _console_pos(a), _console_pos(b)
+            if pa is None or pb is None or pa[0] != pb[0] or a.ts is None or b.ts is None:
+                continue
+            if abs(a.ts - b.ts) < window and pb[1] < pa[1]:
+                cands[i], cands[i + 1] = b, a
+                changed = True
+
+
 def exit_signal(e: Event) -> str | None:
     sig = e.fields.get("signame")
     if sig:
@@ -200,9 +225,7 @@ def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Corre
         if roots:
             host_roots[host] = roots
             first = roots[0]
-            candidates.append(
-                Candidate("event", first, None, host or None, first.ts, first.category, [], roots[1:])
-            )
+            candidates.append(Candidate("event", first, None, host or None, first.ts, first.category, [], roots[1:]))
     for v in ranks.values():
         if v.first_root is not None:
             e = v.first_root
@@ -214,6 +237,7 @@ def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Corre
             if c is not None:
                 candidates.append(c)
     candidates.sort(key=candidate_order)
+    arrival_order(candidates)
     errors = [e for e in events if e.role != Role.NOISE and e.severity in ("error", "warning")]
     attempts = sorted({e.attempt for e in events if e.attempt is not None})
     g = nx.DiGraph()
