@@ -178,7 +178,8 @@ def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
     assign_attempts(tl.events, pr.ctx.attempt_start)
     first = first_failed_attempt(tl.events)
     now = [e for e in tl.events if e.attempt is None or first is None or e.attempt <= first]
-    later = [e for e in tl.events if e not in now] if first is not None else []
+    now_ids = {id(e) for e in now}  # identity, not dataclass __eq__: O(n), not O(n^2)
+    later = [e for e in tl.events if id(e) not in now_ids] if first is not None else []
     if later:
         warnings.append(f"torchrun restarted the job; attempt {first} failed first and is the one analysed")
     ranks = _known_ranks(pr, bundle)
