@@ -134,7 +134,10 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
     if not victims:
         return []
     prog = {p.rank: p for p in ev.progress}
-    fr_rank_order = [c["rank"] for c in _fr_culprits(ev.fr)]
+    fr_list = _fr_culprits(ev.fr)
+    fr_pos_of: dict[int, int] = {}
+    for i, c in enumerate(fr_list):
+        fr_pos_of.setdefault(int(c["rank"]), i)
     quiet = [r for r, v in corr.ranks.items() if v.first_cascade is None and v.first_root is None]
     pool = quiet or list(corr.ranks)
     timeouts = any(
@@ -163,15 +166,15 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
             where = stack.fields["top_frame"]
             loader = any("dataloader" in f or "__getitem__" in f or "fetch" in f for f in stack.context[:4])
             reasons.append(f"when it was stopped it was in {where}" + (" (inside the data loader)" if loader else ""))
-        if r in fr_rank_order:
-            fc = _fr_culprits(ev.fr)[fr_rank_order.index(r)]
+        if r in fr_pos_of:
+            fc = fr_list[fr_pos_of[r]]
             reasons.append(f"flight recorder: {fc.get('reason', fc.get('kind'))}")
         ts = p.last_step_ts if p else None
         fr_ev = next((e for e in ev.fr_events if e.rank == r), None)
         out.append(Candidate("silent", fr_ev, r, None, ts, cat, reasons))
 
     def key(c: Candidate) -> tuple[int, int, float, int]:
-        fr_pos = fr_rank_order.index(c.rank) if c.rank in fr_rank_order else len(fr_rank_order) + 1
+        fr_pos = fr_pos_of.get(c.rank if c.rank is not None else -1, len(fr_list) + 1)
         p = prog.get(c.rank or -1)
         step = p.last_step if p and p.last_step is not None else 10**9
         return (fr_pos, step, c.ts if c.ts is not None else float("inf"), c.rank or 0)
