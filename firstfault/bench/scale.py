@@ -1,0 +1,734 @@
+"""Benchmarks at cluster scale, on bundles from the cluster simulator.
+
+* ``scale-accuracy``: N random scenarios spanning every fault kind and sizes from 8 to 16,384
+  ranks; each bundle is simulated, analysed, scored and deleted. Culprit top-1 is judged on
+  what the fault kind blames (``truth.json`` ``culprit_key``): the rank, the host, the link
+  (host + HCA), or for a scheduler-ended job the category. Tables: by kind x size, a category
+  confusion matrix, and every miss with what was expected and what firstfault said.
+* ``scale-speed``: bundles of 1,024 / 4,096 / 16,384 ranks (and longer runs up to several GB);
+  for each, ``grep -E`` with the registry's literal set and ``firstfault analyze --json`` run
+  as subprocesses over the same files: wall time, MB/s, peak RSS, and the ratio to grep.
+
+Results go to Markdown and to a PNG drawn with a small built-in rasteriser (no plotting
+library is installed here; see :func:`png_chart`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from firstfault.simulate.cluster.faults import FAULT_KINDS, KINDS, FaultSpec
+
+SIZE_BUCKETS = ((8, 64), (128, 512), (1024, 2048), (4096, 8192), (16384, 16384))
+
+
+# ============================================================================ scenarios
+@dataclass
+class Scenario:
+    name: str
+    kinds: list[str]
+    hosts: int
+    gpus_per_host: int
+    tp: int
+    pp: int
+    ep: int
+    seed: int
+    kill_on_bad_exit: bool
+    remote_errors: bool
+    noise: int
+    clock_skew_s: float
+    nccl_timeout_s: float
+    steps: int
+    second_after_s: float = 0.0
+    cp: int = 1
+
+    @property
+    def world(self) -> int:
+        return self.hosts * self.gpus_per_host
+
+
+def _sizes_for(count: int, sizes: Sequence[int]) -> list[int]:
+    """Many small jobs, few big ones: weight ~ 1/log(size), at most a handful of the largest."""
+    big = [s for s in sizes if s >= 4096]
+    small = [s for s in sizes if s < 4096]
+    n_big = min(len(big) * 3, max(len(big), count // 40))
+    out = [big[i % len(big)] for i in range(n_big)] if big else []
+    n_small = count - len(out)
+    w = [1.0 / (1 + (s.bit_length() - 3) * 0.35) for s in small]
+    tot = sum(w)
+    quota = [max(1, round(n_small * x / tot)) for x in w]
+    while sum(quota) > n_small:
+        quota[quota.index(max(quota))] -= 1
+    while sum(quota) < n_small:
+        quota[0] += 1
+    for s, q in zip(small, quota, strict=True):
+        out += [s] * q
+    return out
+
+
+DEFAULT_SIZES = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 16384)
+
+
+def plan(count: int = 200, seed: int = 0, sizes: Sequence[int] = DEFAULT_SIZES,
+         kinds: Sequence[str] = FAULT_KINDS, pairs: float = 0.06) -> list[Scenario]:
+    """``count`` scenarios: every kind at least at the small sizes, sizes spread as :func:`_sizes_for`."""
+    rng = random.Random(seed)
+    ks = list(kinds)
+    sz = _sizes_for(count, sorted(sizes))
+    rng.shuffle(sz)
+    # kinds round-robin, so every kind meets several sizes; big sizes go to a rotating subset
+    out: list[Scenario] = []
+    for i, world in enumerate(sorted(sz, key=lambda s: (s >= 4096, rng.random()))):
+        kind = ks[i % len(ks)]
+        gph = 4 if world == 8 else 8
+        hosts = world // gph
+        if KINDS[kind].mode in ("net", "node") and hosts < 2:
+            hosts, gph = 2, world // 2
+        tp = min(gph, rng.choice((2, 4, 8)))
+        min_dp = 4 if kind == "mismatch" else 2  # a size mismatch needs a majority to be decidable
+        if world // tp < min_dp:
+            tp = max(1, world // min_dp)
+        pp_choices = [p for p in (1, 2, 4, 8) if world % (tp * p) == 0 and world // (tp * p) >= min_dp]
+        pp = rng.choice(pp_choices[:3] or [1])
+        dp = world // (tp * pp)
+        cp = 2 if world >= 64 and dp % 4 == 0 and rng.random() < 0.15 else 1
+        dp //= cp
+        ep = rng.choice([e for e in (1, 1, 2, 4) if dp % e == 0])
+        pair = rng.random() < pairs and kind not in ("time_limit", "preemption", "thermal")
+        kinds_ = [kind]
+        if pair:
+            kinds_.append(rng.choice([k for k in ks if KINDS[k].mode == "exit"]))
+        timeout = rng.choice((600.0, 600.0, 900.0, 1800.0)) if world >= 1024 else rng.choice((120.0, 300.0, 600.0))
+        out.append(Scenario(
+            name=f"{len(out):03d}_{'+'.join(kinds_)}_{world}",
+            kinds=kinds_, hosts=hosts, gpus_per_host=gph, tp=tp, pp=pp, ep=ep, cp=cp, seed=seed * 100003 + i,
+            kill_on_bad_exit=rng.random() < 0.7, remote_errors=rng.random() < 0.6, noise=rng.choice((1, 1, 2)),
+            clock_skew_s=rng.choice((0.005, 0.05, 0.2, 1.0)), nccl_timeout_s=timeout,
+            steps=40 if world >= 4096 else rng.choice((40, 80, 160)),
+            second_after_s=rng.uniform(0.5, 20.0) if pair else 0.0,
+        ))
+    return out
+
+
+def _config(s: Scenario) -> Any:
+    from firstfault.simulate.cluster import Layout, SimConfig
+
+    rng = random.Random(s.seed)
+    first_at = s.steps * 2.0 * rng.uniform(0.3, 0.6)
+    specs = [FaultSpec(s.kinds[0], at_s=first_at)]
+    if len(s.kinds) > 1:
+        specs.append(FaultSpec(s.kinds[1], at_s=first_at + s.second_after_s))
+    return SimConfig(
+        hosts=s.hosts, gpus_per_host=s.gpus_per_host, layout=Layout(tp=s.tp, pp=s.pp, cp=s.cp, ep=s.ep),
+        nccl_timeout_s=s.nccl_timeout_s, seed=s.seed, clock_skew_s=s.clock_skew_s, noise=s.noise, steps=s.steps,
+        faults=tuple(specs), kill_on_bad_exit=s.kill_on_bad_exit, remote_errors=s.remote_errors,
+    )
+
+
+# ============================================================================ scoring
+@dataclass
+class Result:
+    scenario: str
+    kind: str
+    world: int
+    key: str
+    truth_ranks: list[int]
+    truth_hosts: list[str]
+    truth_gpus: list[str]
+    truth_links: list[str]
+    truth_category: str
+    truth_action: str
+    got_ranks: list[int] = field(default_factory=list)
+    got_hosts: list[str] = field(default_factory=list)
+    got_gpus: list[str] = field(default_factory=list)
+    got_links: list[str] = field(default_factory=list)
+    got_category: str = ""
+    got_action: str = ""
+    confidence: float = 0.0
+    root: str = ""
+    culprit_ok: bool = False
+    gpu_ok: bool | None = None
+    category_ok: bool = False
+    action_ok: bool = False
+    gen_s: float = 0.0
+    verdict_s: float = 0.0
+    bundle_mb: float = 0.0
+    error: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def score(truth: dict[str, Any], verdict: dict[str, Any]) -> dict[str, Any]:
+    """Top-1 culprit on the key the fault kind blames, GPU where a GPU is blamed, category, action."""
+    v = verdict["verdict"]
+    c = v["culprit"]
+    key = truth["culprit_key"]
+    ranks, hosts, gpus, links = c.get("ranks", []), c.get("hosts", []), c.get("gpus", []), c.get("links", [])
+    if key == "rank":
+        ok = ranks[:1] == truth["culprit_ranks"][:1]
+    elif key == "host":
+        ok = hosts[:1] == truth["culprit_hosts"][:1]
+    elif key == "link":
+        # the faulty end: the host, and the HCA where the verdict names one
+        host = truth["culprit_hosts"][0]
+        dev = truth["culprit_links"][0].split(":", 1)[1].split("/", 1)[0] if truth["culprit_links"] else ""
+        named = [x for x in links[:1] if "mlx5" in x or ":" in x.split("<->")[-1]]
+        ok = hosts[:1] == [host] and (not named or dev in named[0])
+    else:  # the scheduler ended the job: no rank to blame
+        ok = v["category"] == "scheduler"
+    gpu_ok = None
+    if truth.get("culprit_gpus") and key == "rank":
+        gpu_ok = bool(gpus[:1] == truth["culprit_gpus"][:1] and hosts[:1] == truth["culprit_hosts"][:1])
+    return {
+        "culprit_ok": bool(ok), "gpu_ok": gpu_ok,
+        "category_ok": v["category"] == truth["expected_category"],
+        "action_ok": v["action"] == truth["expected_action"],
+        "got_ranks": ranks[:4], "got_hosts": hosts[:3], "got_gpus": gpus[:2], "got_links": links[:2],
+        "got_category": v["category"], "got_action": v["action"], "confidence": v.get("confidence", 0.0),
+    }
+
+
+def run_one(s: Scenario, workdir: str, keep: bool = False) -> Result:
+    """Simulate, analyse, score, delete (worker-process entry point)."""
+    from firstfault.pipeline import analyze
+    from firstfault.simulate.cluster import simulate_cluster
+
+    bundle = Path(workdir) / s.name
+    res = Result(s.name, s.kinds[0], s.world, KINDS[s.kinds[0]].culprit, [], [], [], [], "", "")
+    try:
+        t0 = time.perf_counter()
+        truth = simulate_cluster(_config(s), bundle)
+        res.gen_s = time.perf_counter() - t0
+        res.bundle_mb = int(truth["bundle_bytes"]) / 1e6
+        res.truth_ranks, res.truth_hosts = list(truth["culprit_ranks"]), list(truth["culprit_hosts"])
+        res.truth_gpus, res.truth_links = list(truth["culprit_gpus"]), list(truth["culprit_links"])
+        res.truth_category, res.truth_action = str(truth["expected_category"]), str(truth["expected_action"])
+        res.key = str(truth["culprit_key"])
+        t1 = time.perf_counter()
+        verdict = analyze(bundle).to_dict()
+        res.verdict_s = time.perf_counter() - t1
+        for k, v in score(truth, verdict).items():
+            setattr(res, k, v)
+        root = verdict.get("root_event") or {}
+        where = f"{root.get('file', '-')}:{root.get('line', '-')}"
+        res.root = f"{root.get('signature', '-')} @ {where}: {str(root.get('text', ''))[:160]}"
+        res.detail = {"summary": verdict["verdict"]["summary"][:300], "kill_on_bad_exit": s.kill_on_bad_exit,
+                      "remote_errors": s.remote_errors, "layout": f"tp{s.tp} pp{s.pp} cp{s.cp} ep{s.ep}",
+                      "hosts": s.hosts, "faults": s.kinds, "timeouts": truth["timeouts"]}
+    except Exception as exc:  # a scenario must not stop the benchmark; the table says what broke
+        res.error = f"{type(exc).__name__}: {exc}"[:300]
+    finally:
+        if not keep:
+            shutil.rmtree(bundle, ignore_errors=True)
+    return res
+
+
+def _bucket(world: int) -> str:
+    for lo, hi in SIZE_BUCKETS:
+        if lo <= world <= hi:
+            return f"{lo}" if lo == hi else f"{lo}-{hi}"
+    return str(world)
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{n}/{d} ({100 * n / d:.0f}%)" if d else "-"
+
+
+def render_accuracy(results: list[Result]) -> str:
+    ok = [r for r in results if not r.error]
+    n = len(ok)
+    failed = f" ({len(results) - n} failed to run)" if n < len(results) else ""
+    md = [f"# Cluster-scale accuracy: {n} scenarios{failed}", ""]
+    gpu = [r for r in ok if r.gpu_ok is not None]
+    md += ["| measure | firstfault |", "|---|---|",
+           f"| culprit top-1 (rank / host / link / scheduler, by kind) | {_pct(sum(r.culprit_ok for r in ok), n)} |",
+           f"| GPU (where a GPU is blamed) | {_pct(sum(bool(r.gpu_ok) for r in gpu), len(gpu))} |",
+           f"| category | {_pct(sum(r.category_ok for r in ok), n)} |",
+           f"| action | {_pct(sum(r.action_ok for r in ok), n)} |", ""]
+    if ok:
+        md.append(f"mean time to verdict {sum(r.verdict_s for r in ok) / n:.2f} s, "
+                  f"max {max(r.verdict_s for r in ok):.1f} s (largest bundle {max(r.bundle_mb for r in ok):.0f} MB); "
+                  f"mean generation {sum(r.gen_s for r in ok) / n:.2f} s")
+        md.append("")
+    buckets = [b for b in (_bucket(lo) for lo, _ in SIZE_BUCKETS) if any(_bucket(r.world) == b for r in ok)]
+    md += ["## Culprit top-1 by fault kind and job size (ranks)", "",
+           "| kind | key | " + " | ".join(buckets) + " | all | category | action |",
+           "|---|---|" + "---|" * (len(buckets) + 3)]
+    for kind in FAULT_KINDS:
+        rs = [r for r in ok if r.kind == kind]
+        if not rs:
+            continue
+        cells = []
+        for b in buckets:
+            rb = [r for r in rs if _bucket(r.world) == b]
+            cells.append(f"{sum(r.culprit_ok for r in rb)}/{len(rb)}" if rb else "-")
+        md.append(f"| {kind} | {KINDS[kind].culprit} | " + " | ".join(cells)
+                  + f" | {_pct(sum(r.culprit_ok for r in rs), len(rs))} | {sum(r.category_ok for r in rs)}/{len(rs)} | "
+                  f"{sum(r.action_ok for r in rs)}/{len(rs)} |")
+    cats = sorted({r.truth_category for r in ok} | {r.got_category for r in ok})
+    conf: Counter[tuple[str, str]] = Counter((r.truth_category, r.got_category) for r in ok)
+    md += ["", "## Category confusion (rows: expected, columns: firstfault)", "",
+           "| expected \\ got | " + " | ".join(cats) + " |", "|---|" + "---|" * len(cats)]
+    for a in cats:
+        if any(conf[(a, b)] for b in cats):
+            md.append(f"| {a} | " + " | ".join(str(conf[(a, b)] or "") for b in cats) + " |")
+    misses = [r for r in ok if not r.culprit_ok or not r.category_ok or not r.action_ok]
+    md += ["", f"## Misses ({len(misses)})", "",
+           "| scenario | expected culprit / category / action | firstfault | root event |", "|---|---|---|---|"]
+    for r in misses:
+        exp = (f"{r.key}: ranks {r.truth_ranks[:2]} hosts {r.truth_hosts[:1]}"
+               + (f" links {r.truth_links[:1]}" if r.truth_links else "") + f" / {r.truth_category} / {r.truth_action}")
+        got = f"ranks {r.got_ranks[:3]} hosts {r.got_hosts[:2]} / {r.got_category} / {r.got_action}"
+        flags = (("C", not r.culprit_ok), ("K", not r.category_ok), ("A", not r.action_ok))
+        marks = "".join(x for x, bad in flags if bad)
+        kob = r.detail.get("kill_on_bad_exit")
+        md.append(f"| {r.scenario} ({marks}; {r.detail.get('layout')}, kill-on-bad-exit={kob}) "
+                  f"| {exp} | {got} | {r.root.replace('|', '/')} |")
+    errs = [r for r in results if r.error]
+    if errs:
+        md += ["", "## Scenarios that did not run", ""] + [f"- {r.scenario}: {r.error}" for r in errs]
+    return "\n".join(md) + "\n"
+
+
+def run_accuracy(out: Path, count: int = 200, seed: int = 0, jobs: int = 2, sizes: Sequence[int] | None = None,
+                 kinds: Sequence[str] | None = None, keep: bool = False, workdir: Path | None = None,
+                 progress: bool = True) -> list[Result]:
+    scen = plan(count, seed, sizes or (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 16384), kinds or FAULT_KINDS)
+    out.mkdir(parents=True, exist_ok=True)
+    work = workdir or Path(tempfile.mkdtemp(prefix="ff-scale-", dir=os.environ.get("TMPDIR", "/tmp")))
+    work.mkdir(parents=True, exist_ok=True)
+    results: list[Result] = []
+    small = [s for s in scen if s.world < 4096]
+    big = [s for s in scen if s.world >= 4096]
+    t0 = time.perf_counter()
+    partial = (out / "scale_accuracy.partial.jsonl").open("w", encoding="utf-8")
+
+    def note(r: Result) -> None:
+        results.append(r)
+        partial.write(json.dumps(asdict(r)) + "\n")
+        partial.flush()
+        if progress:
+            _progress_line(r, len(results), len(scen), t0)
+
+    # fork workers (no re-import of __main__), recycled every few bundles to return memory
+    with multiprocessing.get_context("fork").Pool(max(1, jobs), maxtasksperchild=8) as pool:
+        for r in pool.imap(_run_star, [(s, str(work), keep) for s in small]):
+            note(r)
+    for s in big:  # one at a time: a 16,384-rank bundle is GBs and most of a core
+        note(run_one(s, str(work), keep))
+    partial.close()
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
+    (out / "scale_accuracy.json").write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n")
+    (out / "scale_accuracy.md").write_text(render_accuracy(results))
+    _accuracy_png(results, out / "scale_accuracy.png")
+    return results
+
+
+def _run_star(args: tuple[Scenario, str, bool]) -> Result:
+    return run_one(*args)
+
+
+def _progress_line(r: Result, i: int, n: int, t0: float) -> None:
+    mark = "ok " if r.culprit_ok and not r.error else ("ERR" if r.error else "MISS")
+    sys.stderr.write(f"[{i}/{n} {time.perf_counter() - t0:6.0f}s] {mark} {r.scenario} gen {r.gen_s:.1f}s "
+                     f"verdict {r.verdict_s:.1f}s {r.bundle_mb:.0f}MB {r.error}\n")
+
+
+# ============================================================================ speed
+@dataclass
+class SpeedRow:
+    ranks: int
+    steps: int
+    kind: str
+    files: int
+    mb: float
+    gen_s: float
+    grep_s: float
+    grep_rss_mb: float
+    ff_s: float
+    ff_rss_mb: float
+    ff_total_s: float  # the pipeline's own time to verdict (without interpreter start-up)
+    ratio: float
+    correct: bool
+    rc: int = 0
+
+
+def _wait(cmd: list[str], stdout: Any = subprocess.DEVNULL, limit_s: float = 0.0) -> tuple[float, float, int]:
+    """Run ``cmd``; (wall s, peak RSS MB, exit code). Killed (rc -9) after ``limit_s`` when set."""
+    import threading
+
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.DEVNULL)
+    timer = threading.Timer(limit_s, p.kill) if limit_s > 0 else None
+    if timer:
+        timer.start()
+    try:
+        _, status, usage = os.wait4(p.pid, 0)
+    finally:
+        if timer:
+            timer.cancel()
+    return time.perf_counter() - t0, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+
+
+def grep_bundle(files: list[str], pattern: str) -> tuple[float, float]:
+    """``grep -E -c PATTERN`` over ``files`` in chunks (argv limits); total wall s, max RSS MB."""
+    total, rss = 0.0, 0.0
+    for i in range(0, len(files), 4000):
+        dt, r, _ = _wait(["grep", "-E", "-c", pattern, *files[i:i + 4000]])
+        total += dt
+        rss = max(rss, r)
+    return total, rss
+
+
+def measure(bundle: Path, truth: dict[str, Any], limit_s: float = 0.0) -> dict[str, Any]:
+    from firstfault.bench.speed import _grep_pattern
+    from firstfault.discover import discover
+    from firstfault.parse.run import TEXT_KINDS
+
+    b = discover(bundle)
+    try:
+        text = [f for f in b.files if f.kind in TEXT_KINDS]
+        files, mb = [str(f.path) for f in text], sum(f.size for f in text) / 1e6
+    finally:
+        b.close()
+    grep_s, grep_rss = grep_bundle(files, _grep_pattern())
+    with tempfile.TemporaryFile() as fh:
+        ff_s, ff_rss, rc = _wait([sys.executable, "-m", "firstfault.cli", "analyze", str(bundle), "--json"], fh,
+                                 limit_s)
+        fh.seek(0)
+        try:
+            verdict = json.loads(fh.read().decode("utf-8", "replace") or "{}")
+        except ValueError:
+            verdict = {}
+    ok = bool(verdict) and score(truth, verdict)["culprit_ok"]
+    return {"files": len(files), "mb": mb, "grep_s": grep_s, "grep_rss_mb": grep_rss, "ff_s": ff_s,
+            "ff_rss_mb": ff_rss, "ff_total_s": float(verdict.get("stats", {}).get("total_s", 0.0) or 0.0),
+            "ratio": grep_s / ff_s if ff_s else 0.0, "correct": ok, "rc": rc}
+
+
+def run_speed(out: Path, sizes: Sequence[int] = (1024, 4096, 16384), long_steps: Sequence[int] = (300, 1000),
+              steps: int = 60, kind: str = "dataloader_hang", seed: int = 0, workdir: Path | None = None,
+              keep: bool = False, limit_s: float = 0.0) -> list[SpeedRow]:
+    """One bundle per size (``steps`` steps), then the largest size with ``long_steps``."""
+    from firstfault.simulate.cluster import Layout, SimConfig, simulate_cluster
+
+    out.mkdir(parents=True, exist_ok=True)
+    work = workdir or Path(tempfile.mkdtemp(prefix="ff-speed-", dir=os.environ.get("TMPDIR", "/tmp")))
+    rows: list[SpeedRow] = []
+    runs = [(n, steps) for n in sizes] + [(max(sizes), s) for s in long_steps]
+    for n, st in runs:
+        bundle = work / f"{kind}_{n}_{st}"
+        cfg = SimConfig(hosts=n // 8, gpus_per_host=8, layout=Layout(tp=8, pp=4 if n >= 64 else 1),
+                        faults=(FaultSpec(kind, at_s=st * 2.0 * 0.5),), steps=st, seed=seed, kill_on_bad_exit=False,
+                        remote_errors=False, tee=2)
+        t0 = time.perf_counter()
+        truth = simulate_cluster(cfg, bundle)
+        gen = time.perf_counter() - t0
+        m = measure(bundle, truth, limit_s)
+        rows.append(SpeedRow(n, st, kind, m["files"], m["mb"], gen, m["grep_s"], m["grep_rss_mb"], m["ff_s"],
+                             m["ff_rss_mb"], m["ff_total_s"], m["ratio"], m["correct"], m["rc"]))
+        sys.stderr.write(f"{n} ranks x {st} steps: {m['mb']:.0f} MB text, gen {gen:.0f}s, grep {m['grep_s']:.1f}s, "
+                         f"firstfault {m['ff_s']:.1f}s ({m['ff_rss_mb']:.0f} MB), ratio {m['ratio']:.2f}\n")
+        (out / "scale_speed.json").write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
+        if not keep:
+            shutil.rmtree(bundle, ignore_errors=True)
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
+    (out / "scale_speed.md").write_text(render_speed(rows))
+    _speed_png(rows, out / "scale_speed.png")
+    return rows
+
+
+def render_speed(rows: list[SpeedRow]) -> str:
+    md = ["# Cluster-scale speed: firstfault against grep -E over the same files", "",
+          "| ranks | steps | text MB | files | generate s | grep -E s | grep MB/s | firstfault s | firstfault MB/s | "
+          "ratio to grep | peak RSS MB | time to verdict s (pipeline) | verdict right |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ff = f"{r.ff_s:.1f}" if r.rc == 0 else f">{r.ff_s:.0f} (killed)" if r.rc < 0 else f"{r.ff_s:.1f} (rc {r.rc})"
+        md.append(f"| {r.ranks} | {r.steps} | {r.mb:.0f} | {r.files} | {r.gen_s:.0f} | {r.grep_s:.1f} | "
+                  f"{r.mb / r.grep_s if r.grep_s else 0:.0f} | {ff} | {r.mb / r.ff_s if r.ff_s else 0:.0f} | "
+                  f"{r.ratio:.3f} | {r.ff_rss_mb:.0f} | {r.ff_total_s:.1f} | {'yes' if r.correct else 'no'} |")
+    md.append("")
+    md.append("ratio = grep's wall time / firstfault's (1.0: as fast as grep -E); both read the same text files "
+              "(flight-recorder pickles are read by firstfault only). grep runs in chunks of 4,000 files (argv limit).")
+    return "\n".join(md) + "\n"
+
+
+# ============================================================================ PNG
+# A 5x7 bitmap font (digits, capitals, a few signs): enough for axis labels and legends.
+_FONT = {
+    '0': '.###.#...##..###.#.###..##...#.###.',
+    '1': '..#...##....#....#....#....#...###.',
+    '2': '.###.#...#....#...#...#...#...#####',
+    '3': '#####...#...#.....#.....##...#.###.',
+    '4': '...#...##..#.#.#..#.#####...#....#.',
+    '5': '######....####.....#....##...#.###.',
+    '6': '..##..#...#....####.#...##...#.###.',
+    '7': '#####....#...#...#...#....#....#...',
+    '8': '.###.#...##...#.###.#...##...#.###.',
+    '9': '.###.#...##...#.####....#...#..##..',
+    'A': '.###.#...##...#######...##...##...#',
+    'B': '####.#...##...#####.#...##...#####.',
+    'C': '.###.#...##....#....#....#...#.###.',
+    'D': '###..#..#.#...##...##...##..#.###..',
+    'E': '######....#....####.#....#....#####',
+    'F': '######....#....####.#....#....#....',
+    'G': '.###.#...##....#.####...##...#.####',
+    'H': '#...##...##...#######...##...##...#',
+    'I': '.###...#....#....#....#....#...###.',
+    'J': '..###...#....#....#....#.#..#..##..',
+    'K': '#...##..#.#.#..##...#.#..#..#.#...#',
+    'L': '#....#....#....#....#....#....#####',
+    'M': '#...###.###.#.##.#.##...##...##...#',
+    'N': '#...##...###..##.#.##..###...##...#',
+    'O': '.###.#...##...##...##...##...#.###.',
+    'P': '####.#...##...#####.#....#....#....',
+    'Q': '.###.#...##...##...##.#.##..#..##.#',
+    'R': '####.#...##...#####.#.#..#..#.#...#',
+    'S': '.#####....#.....###.....#....#####.',
+    'T': '#####..#....#....#....#....#....#..',
+    'U': '#...##...##...##...##...##...#.###.',
+    'V': '#...##...##...##...##...#.#.#...#..',
+    'W': '#...##...##...##.#.##.#.##.#.#.#.#.',
+    'X': '#...##...#.#.#...#...#.#.#...##...#',
+    'Y': '#...##...#.#.#...#....#....#....#..',
+    'Z': '#####....#...#...#...#...#....#####',
+    '.': '..........................##...##..',
+    '-': '...............#####...............',
+    '_': '..............................#####',
+    '/': '....#....#...#...#...#...#....#....',
+    ':': '......##...##........##...##.......',
+    '%': '##...##..#...#...#...#...#..##...##',
+    '(': '...#...#...#....#....#.....#.....#.',
+    ')': '.#.....#.....#....#....#...#...#...',
+    '+': '.......#....#..#####..#....#.......',
+    '=': '..........#####.....#####..........',
+    ' ': '...................................',
+    'x': '..........#...#.#.#...#...#.#.#...#',
+}
+
+
+class Canvas:
+    """An RGB raster with lines, rectangles and text; ``png()`` encodes it (zlib, stdlib only)."""
+
+    def __init__(self, w: int, h: int):
+        self.w, self.h = w, h
+        self.px = bytearray(b"\xff" * (w * h * 3))
+
+    def dot(self, x: int, y: int, c: tuple[int, int, int]) -> None:
+        if 0 <= x < self.w and 0 <= y < self.h:
+            i = (y * self.w + x) * 3
+            self.px[i:i + 3] = bytes(c)
+
+    def rect(self, x0: int, y0: int, x1: int, y1: int, c: tuple[int, int, int]) -> None:
+        for y in range(max(0, min(y0, y1)), min(self.h, max(y0, y1) + 1)):
+            for x in range(max(0, min(x0, x1)), min(self.w, max(x0, x1) + 1)):
+                i = (y * self.w + x) * 3
+                self.px[i:i + 3] = bytes(c)
+
+    def line(self, x0: int, y0: int, x1: int, y1: int, c: tuple[int, int, int], width: int = 1) -> None:
+        dx, dy = abs(x1 - x0), -abs(y1 - y0)
+        sx, sy = (1 if x0 < x1 else -1), (1 if y0 < y1 else -1)
+        err = dx + dy
+        while True:
+            for k in range(width):
+                self.dot(x0, y0 + k, c)
+                self.dot(x0 + k, y0, c)
+            if x0 == x1 and y0 == y1:
+                break
+            e2 = 2 * err
+            if e2 >= dy:
+                err += dy
+                x0 += sx
+            if e2 <= dx:
+                err += dx
+                y0 += sy
+
+    def text(self, x: int, y: int, s: str, c: tuple[int, int, int] = (0, 0, 0), scale: int = 1) -> int:
+        for ch in s.upper():
+            g = _FONT.get(ch, _FONT["."])
+            for row in range(7):
+                for col in range(5):
+                    if g[row * 5 + col] == "#":
+                        for a in range(scale):
+                            for b in range(scale):
+                                self.dot(x + col * scale + a, y + row * scale + b, c)
+            x += 6 * scale
+        return x
+
+    def png(self) -> bytes:
+        raw = b"".join(b"\x00" + bytes(self.px[y * self.w * 3:(y + 1) * self.w * 3]) for y in range(self.h))
+
+        def chunk(tag: bytes, data: bytes) -> bytes:
+            return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+        return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", self.w, self.h, 8, 2, 0, 0, 0))
+                + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+
+
+COLORS = [(31, 119, 180), (214, 39, 40), (44, 160, 44), (148, 103, 189), (255, 127, 14)]
+
+
+def png_chart(path: Path, title: str, series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: str,
+              w: int = 640, h: int = 400, canvas: Canvas | None = None, ox: int = 0, oy: int = 0,
+              logy: bool = False) -> Canvas:
+    """A line chart (points joined in x order) with axes, ticks and a legend; ``logy``: log10 y axis."""
+    import math
+
+    cv = canvas or Canvas(w, h)
+    left, right, top, bottom = ox + 60, ox + w - 20, oy + 34, oy + h - 44
+    xs = [x for pts in series.values() for x, _ in pts] or [0.0, 1.0]
+    ys = [y for pts in series.values() for _, y in pts] or [0.0, 1.0]
+    x0, x1 = min(0.0, min(xs)), max(xs) * 1.05 or 1.0
+    y0: float
+    y1: float
+    if logy:
+        pos = [y for y in ys if y > 0] or [1.0]
+        y0, y1 = float(math.floor(math.log10(min(pos)))), float(math.ceil(math.log10(max(pos)) + 0.01))
+    else:
+        y0, y1 = 0.0, max(ys) * 1.15 or 1.0
+
+    def X(x: float) -> int:
+        return int(left + (x - x0) / (x1 - x0) * (right - left))
+
+    def Y(y: float) -> int:
+        v = math.log10(max(y, 1e-9)) if logy else y
+        return int(bottom - (v - y0) / (y1 - y0) * (bottom - top))
+
+    cv.text(ox + 10, oy + 8, title, scale=2)
+    cv.line(left, bottom, right, bottom, (0, 0, 0))
+    cv.line(left, top, left, bottom, (0, 0, 0))
+    yticks = [10.0 ** e for e in range(int(y0), int(y1) + 1)] if logy else [y0 + (y1 - y0) * k / 4 for k in range(5)]
+    for yv in yticks:
+        cv.line(left - 4, Y(yv), left, Y(yv), (0, 0, 0))
+        cv.line(left + 1, Y(yv), right, Y(yv), (225, 225, 225))
+        cv.text(ox + 4, Y(yv) - 3, _num(yv))
+    for k in range(5):
+        xv = x0 + (x1 - x0) * k / 4
+        cv.line(X(xv), bottom, X(xv), bottom + 4, (0, 0, 0))
+        cv.text(X(xv) - 10, bottom + 8, _num(xv))
+    cv.text(left + (right - left) // 2 - 3 * len(xlabel), bottom + 22, xlabel)
+    cv.text(ox + 4, top - 12, ylabel)
+    for i, (name, pts) in enumerate(series.items()):
+        col = COLORS[i % len(COLORS)]
+        pts = sorted(pts)
+        for (a, b), (c, d) in itertools.pairwise(pts):
+            cv.line(X(a), Y(b), X(c), Y(d), col, 2)
+        for a, b in pts:
+            cv.rect(X(a) - 3, Y(b) - 3, X(a) + 3, Y(b) + 3, col)
+        cv.rect(right - 150, top + 4 + i * 12, right - 142, top + 10 + i * 12, col)
+        cv.text(right - 138, top + 4 + i * 12, name)
+    if canvas is None:
+        path.write_bytes(cv.png())
+    return cv
+
+
+def _num(v: float) -> str:
+    if v >= 1000:
+        return f"{v / 1000:.1f}K".replace(".0K", "K")
+    if v >= 10 or v == 0:
+        return f"{v:.0f}"
+    if v >= 1:
+        return f"{v:.1f}"
+    return f"{v:.3f}".rstrip("0") if v >= 0.001 else f"{v:.0e}"
+
+
+def _speed_png(rows: list[SpeedRow], path: Path) -> None:
+    if not rows:
+        return
+    cv = Canvas(1280, 800)
+    gb = [(r.mb / 1000, r) for r in rows]
+    png_chart(path, "THROUGHPUT MB/S", {"FIRSTFAULT": [(g, r.mb / r.ff_s) for g, r in gb if r.ff_s],
+                                        "GREP -E": [(g, r.mb / r.grep_s) for g, r in gb if r.grep_s]},
+              "BUNDLE GB", "MB/S (LOG)", 640, 400, cv, 0, 0, logy=True)
+    png_chart(path, "RATIO TO GREP -E", {"GREP S / FIRSTFAULT S": [(g, r.ratio) for g, r in gb]},
+              "BUNDLE GB", "RATIO", 640, 400, cv, 640, 0)
+    png_chart(path, "TIME TO VERDICT S", {"FIRSTFAULT": [(g, r.ff_s) for g, r in gb],
+                                          "GREP -E": [(g, r.grep_s) for g, r in gb]},
+              "BUNDLE GB", "S (LOG)", 640, 400, cv, 0, 400, logy=True)
+    png_chart(path, "PEAK RSS MB", {"FIRSTFAULT": [(g, r.ff_rss_mb) for g, r in gb],
+                                    "GREP -E": [(g, r.grep_rss_mb) for g, r in gb]},
+              "BUNDLE GB", "MB", 640, 400, cv, 640, 400)
+    path.write_bytes(cv.png())
+
+
+def _accuracy_png(results: list[Result], path: Path) -> None:
+    ok = [r for r in results if not r.error]
+    if not ok:
+        return
+    kinds = [k for k in FAULT_KINDS if any(r.kind == k for r in ok)]
+    cv = Canvas(900, 60 + 22 * len(kinds))
+    cv.text(10, 10, "CULPRIT TOP-1 BY FAULT KIND (ALL SIZES)", scale=2)
+    for i, k in enumerate(kinds):
+        rs = [r for r in ok if r.kind == k]
+        frac = sum(r.culprit_ok for r in rs) / len(rs)
+        y = 44 + i * 22
+        cv.text(10, y + 4, k)
+        cv.rect(170, y, 170 + int(600 * frac), y + 14, COLORS[0] if frac >= 0.98 else COLORS[1])
+        cv.rect(170 + int(600 * frac), y, 770, y + 14, (235, 235, 235))
+        cv.text(780, y + 4, f"{100 * frac:.0f}% {sum(r.culprit_ok for r in rs)}/{len(rs)}")
+    path.write_bytes(cv.png())
+
+
+# ============================================================================ CLI (mounted by the lead)
+def bench_scale_accuracy_command(
+    out: Annotated[Path, typer.Argument(help="Directory for scale_accuracy.{md,json,png}")],
+    count: Annotated[int, typer.Option("--count", help="Scenarios (every fault kind, sizes 8..16,384)")] = 200,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the scenario plan")] = 0,
+    jobs: Annotated[int, typer.Option("--jobs", help="Scenarios below 4,096 ranks run this many at once")] = 2,
+    sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated job sizes (ranks)")] =
+        "8,16,32,64,128,256,512,1024,2048,4096,16384",
+    kinds: Annotated[str, typer.Option("--kinds", help="Comma-separated fault kinds (default: all)")] = "",
+    keep: Annotated[bool, typer.Option("--keep", help="Keep the bundles (disk!) under --workdir")] = False,
+    workdir: Annotated[Path | None, typer.Option("--workdir", help="Where bundles are written")] = None,
+) -> None:
+    """Accuracy over simulated cluster jobs: culprit top-1 by kind x size, category, action, confusion."""
+    ks = [k.strip() for k in kinds.split(",") if k.strip()] or list(FAULT_KINDS)
+    bad = [k for k in ks if k not in KINDS]
+    if bad:
+        raise typer.BadParameter(f"unknown kind(s) {bad}; choose from {', '.join(FAULT_KINDS)}")
+    results = run_accuracy(out, count, seed, jobs, [int(x) for x in sizes.split(",") if x.strip()], ks, keep, workdir)
+    typer.echo((out / "scale_accuracy.md").read_text())
+    typer.echo(f"{sum(r.culprit_ok for r in results)}/{len(results)} culprits right; tables in {out}")
+
+
+def bench_scale_speed_command(
+    out: Annotated[Path, typer.Argument(help="Directory for scale_speed.{md,json,png}")],
+    sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated job sizes (ranks)")] = "1024,4096,16384",
+    steps: Annotated[int, typer.Option("--steps", help="Training steps of the per-size bundles")] = 60,
+    long_steps: Annotated[str, typer.Option("--long-steps", help="Longer runs of the largest size (GB-scale bundles)")]
+        = "300,1000",
+    kind: Annotated[str, typer.Option("--kind", help="Fault kind of the timed bundles")] = "dataloader_hang",
+    keep: Annotated[bool, typer.Option("--keep", help="Keep the bundles")] = False,
+    workdir: Annotated[Path | None, typer.Option("--workdir", help="Where bundles are written")] = None,
+    limit: Annotated[float, typer.Option("--limit", help="Kill an analysis after this many seconds (0: never)")] = 0.0,
+) -> None:
+    """Throughput against grep -E, time to verdict and peak RSS at 1,024 / 4,096 / 16,384 ranks and GB-scale bundles."""
+    if kind not in KINDS:
+        raise typer.BadParameter(f"choose from {', '.join(FAULT_KINDS)}")
+    rows = run_speed(out, [int(x) for x in sizes.split(",") if x.strip()],
+                     [int(x) for x in long_steps.split(",") if x.strip()], steps, kind, workdir=workdir, keep=keep,
+                     limit_s=limit)
+    typer.echo(render_speed(rows))
+
+
+
