@@ -143,17 +143,21 @@ class HostIB:
         }
 
 
-def parse_ibstat(text: str, source: str = "ibstat") -> list[IBPort]:
-    """Ports of ``ibstat`` output (indentation-agnostic: pasted output often loses the tabs)."""
+def _parse_port_blocks(
+    text: str, source: str, device: re.Pattern[str], port: re.Pattern[str], keys: dict[str, str]
+) -> list[IBPort]:
+    """``ibstat`` and ``ibv_devinfo`` share one shape: a device header, port headers, then
+    ``key: value`` lines; only the header wording and the key names differ (``keys`` maps a
+    tool's key to the IBPort field)."""
     out: list[IBPort] = []
     dev: str | None = None
     cur: IBPort | None = None
     for line in text.splitlines():
-        m = _CA.match(line)
+        m = device.match(line)
         if m:
             dev, cur = m["dev"], None
             continue
-        m = _IBSTAT_PORT.match(line)
+        m = port.match(line)
         if m and dev:
             cur = IBPort(dev, int(m["port"]), source=source)
             out.append(cur)
@@ -161,50 +165,27 @@ def parse_ibstat(text: str, source: str = "ibstat") -> list[IBPort]:
         if cur is None:
             continue
         kv = _KV.match(line)
-        if not kv:
-            continue
-        k, v = kv["k"].strip().lower(), kv["v"]
-        if k == "state":
-            cur.state = v
-        elif k == "physical state":
-            cur.phys_state = v
-        elif k == "rate":
-            cur.rate = v
-        elif k == "link layer":
-            cur.link_layer = v
+        if kv and (attr := keys.get(kv["k"].strip().lower())):
+            setattr(cur, attr, kv["v"])
     return out
+
+
+def parse_ibstat(text: str, source: str = "ibstat") -> list[IBPort]:
+    """Ports of ``ibstat`` output (indentation-agnostic: pasted output often loses the tabs)."""
+    keys = {"state": "state", "physical state": "phys_state", "rate": "rate", "link layer": "link_layer"}
+    return _parse_port_blocks(text, source, _CA, _IBSTAT_PORT, keys)
 
 
 def parse_ibv_devinfo(text: str, source: str = "ibv_devinfo") -> list[IBPort]:
     """Ports of ``ibv_devinfo [-v]`` output."""
-    out: list[IBPort] = []
-    dev: str | None = None
-    cur: IBPort | None = None
-    for line in text.splitlines():
-        m = _HCA.match(line)
-        if m:
-            dev, cur = m["dev"], None
-            continue
-        m = _DEVINFO_PORT.match(line)
-        if m and dev:
-            cur = IBPort(dev, int(m["port"]), source=source)
-            out.append(cur)
-            continue
-        if cur is None:
-            continue
-        kv = _KV.match(line)
-        if not kv:
-            continue
-        k, v = kv["k"].strip().lower(), kv["v"]
-        if k == "state":
-            cur.state = v
-        elif k == "phys_state":
-            cur.phys_state = v
-        elif k == "link_layer":
-            cur.link_layer = v
-        elif k in ("active_speed", "rate"):
-            cur.rate = v
-    return out
+    keys = {
+        "state": "state",
+        "phys_state": "phys_state",
+        "link_layer": "link_layer",
+        "active_speed": "rate",
+        "rate": "rate",
+    }
+    return _parse_port_blocks(text, source, _HCA, _DEVINFO_PORT, keys)
 
 
 def parse_rdma_link(text: str, source: str = "rdma link") -> list[IBPort]:
