@@ -336,6 +336,29 @@ def test_every_template_names_its_source() -> None:
     assert len(SOURCES) > 60
     for name, src in SOURCES.items():
         assert src.source.strip() and src.text.strip(), name
+    doc = Path(__file__).parent.parent / "docs" / "cluster-simulator.md"
+    if doc.exists():  # the docs' template table lists every template
+        text = doc.read_text()
+        assert [n for n in SOURCES if f"| {n} |" not in text] == []
+
+
+def test_scale_bench_scores_and_draws(tmp_path: Path) -> None:
+    from firstfault.bench.scale import _FONT, Canvas, plan, render_accuracy, run_one, score
+
+    assert all(len(g) == 35 for g in _FONT.values())
+    scen = plan(19, seed=3, sizes=[8, 16])
+    assert {s.kinds[0] for s in scen} == set(FAULT_KINDS)
+    r = run_one(next(s for s in scen if s.kinds[0] == "xid79"), str(tmp_path))
+    assert not r.error and r.truth_gpus and r.key == "rank"
+    assert "Culprit top-1 by fault kind" in render_accuracy([r])
+    truth = {"culprit_key": "link", "culprit_hosts": ["gpu0003"], "culprit_ranks": [18], "culprit_gpus": [],
+             "culprit_links": ["gpu0003:mlx5_2/1<->leaf-p000-r2:3"], "expected_category": "network",
+             "expected_action": "restart"}
+    verdict = {"verdict": {"culprit": {"hosts": ["gpu0003"], "links": ["gpu0003<->gpu0001:mlx5_2/1"]},
+                           "category": "network", "action": "restart"}}
+    assert score(truth, verdict)["culprit_ok"]
+    png = Canvas(20, 10).png()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and b"IEND" in png
 
 
 def test_cli_writes_a_bundle(tmp_path: Path) -> None:

@@ -369,6 +369,7 @@ class SpeedRow:
     ratio: float
     correct: bool
     rc: int = 0
+    bundle_mb: float = 0.0  # everything written, flight-recorder pickles included
 
 
 def _wait(cmd: list[str], stdout: Any = subprocess.DEVNULL, limit_s: float = 0.0) -> tuple[float, float, int]:
@@ -444,7 +445,8 @@ def run_speed(out: Path, sizes: Sequence[int] = (1024, 4096, 16384), long_steps:
         gen = time.perf_counter() - t0
         m = measure(bundle, truth, limit_s)
         rows.append(SpeedRow(n, st, kind, m["files"], m["mb"], gen, m["grep_s"], m["grep_rss_mb"], m["ff_s"],
-                             m["ff_rss_mb"], m["ff_total_s"], m["ratio"], m["correct"], m["rc"]))
+                             m["ff_rss_mb"], m["ff_total_s"], m["ratio"], m["correct"], m["rc"],
+                             int(truth["bundle_bytes"]) / 1e6))
         sys.stderr.write(f"{n} ranks x {st} steps: {m['mb']:.0f} MB text, gen {gen:.0f}s, grep {m['grep_s']:.1f}s, "
                          f"firstfault {m['ff_s']:.1f}s ({m['ff_rss_mb']:.0f} MB), ratio {m['ratio']:.2f}\n")
         (out / "scale_speed.json").write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
@@ -459,13 +461,14 @@ def run_speed(out: Path, sizes: Sequence[int] = (1024, 4096, 16384), long_steps:
 
 def render_speed(rows: list[SpeedRow]) -> str:
     md = ["# Cluster-scale speed: firstfault against grep -E over the same files", "",
-          "| ranks | steps | text MB | files | generate s | grep -E s | grep MB/s | firstfault s | firstfault MB/s | "
-          "ratio to grep | peak RSS MB | time to verdict s (pipeline) | verdict right |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+          "| ranks | steps | bundle MB | text MB | files | generate s | grep -E s | grep MB/s | firstfault s | "
+          "firstfault MB/s | ratio to grep | peak RSS MB | time to verdict s (pipeline) | verdict right |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ff = f"{r.ff_s:.1f}" if r.rc == 0 else f">{r.ff_s:.0f} (killed)" if r.rc < 0 else f"{r.ff_s:.1f} (rc {r.rc})"
-        md.append(f"| {r.ranks} | {r.steps} | {r.mb:.0f} | {r.files} | {r.gen_s:.0f} | {r.grep_s:.1f} | "
-                  f"{r.mb / r.grep_s if r.grep_s else 0:.0f} | {ff} | {r.mb / r.ff_s if r.ff_s else 0:.0f} | "
+        md.append(f"| {r.ranks} | {r.steps} | {r.bundle_mb:.0f} | {r.mb:.0f} | {r.files} | {r.gen_s:.0f} | "
+                  f"{r.grep_s:.1f} | {r.mb / r.grep_s if r.grep_s else 0:.0f} | {ff} | "
+                  f"{r.mb / r.ff_s if r.ff_s else 0:.0f} | "
                   f"{r.ratio:.3f} | {r.ff_rss_mb:.0f} | {r.ff_total_s:.1f} | {'yes' if r.correct else 'no'} |")
     md.append("")
     md.append("ratio = grep's wall time / firstfault's (1.0: as fast as grep -E); both read the same text files "
