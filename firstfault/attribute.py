@@ -10,7 +10,6 @@ quality, corroboration by the flight recorder or the host) so the number can be 
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import median
@@ -73,7 +72,6 @@ class Evidence:
     progress: list[RankProgress] = field(default_factory=list)
     fr: dict[str, Any] | None = None
     ctx: ParseContext | None = None
-    launcher_ok: bool = False
     action_of: dict[str, Action] = field(default_factory=dict)
     fr_events: list[Event] = field(default_factory=list)
 
@@ -368,8 +366,6 @@ def _chain(corr: Correlation, win: Candidate | None, seconds: list[Candidate]) -
                 role, rule = Role.CASCADE, "error on a rank that was already a victim"
         if e.id == root_id or e.id in second_ids or by is not None:
             explained += 1
-        if root_id is None and win is not None and win.kind in ("silent", "slow") and rule != "no root found":
-            explained += 0
         links.append(ChainLink(e, role, by, rule))
     total = len(corr.errors)
     frac = explained / total if total else 1.0
@@ -534,7 +530,3 @@ def _recurrences(corr: Correlation, win: Candidate, later: Sequence[Event] = ())
         if e.rank == win.rank and e.signature == win.event.signature and e.attempt not in (None, win.event.attempt):
             out.add(e.attempt)
     return sorted(a for a in out if a is not None)
-
-
-def layer_counts(events: Sequence[Event]) -> dict[str, int]:
-    return dict(Counter(str(e.layer) for e in events if e.layer != Layer.APPLICATION or e.role != Role.NOISE))

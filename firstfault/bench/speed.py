@@ -61,9 +61,10 @@ def run_speed(path: Path, repeat: int = 3) -> dict[str, float]:
         if grep is None:
             raise SystemExit("grep not found")
         pat_file = Path(os.environ.get("TMPDIR", "/tmp")) / f"ff_grep_{os.getpid()}.txt"
-        pat_file.write_text(_grep_pattern().replace("|", "\n") + "\n")
+        pattern = _grep_pattern()
+        pat_file.write_text(pattern.replace("|", "\n") + "\n")
         grep_cmd = [grep, "-F", "-c", "-f", str(pat_file), *files]
-        grep_e_cmd = [grep, "-E", "-c", _grep_pattern(), *files]
+        grep_e_cmd = [grep, "-E", "-c", pattern, *files]
         ff_cmd = [sys.executable, "-m", "firstfault.cli", "analyze", str(path), "--json"]
         runs: dict[str, list[Run]] = {"grep -E": [], "grep -F": [], "firstfault analyze": []}
         for _ in range(repeat):
