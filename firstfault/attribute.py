@@ -26,6 +26,7 @@ from firstfault.correlate import (
     is_exit_record,
     same_process,
 )
+from firstfault.lost_hosts import date_lost_hosts
 from firstfault.parse.base import ParseContext
 from firstfault.parse.timestamps import iso
 from firstfault.records import (
@@ -74,6 +75,12 @@ class Evidence:
     ctx: ParseContext | None = None
     action_of: dict[str, Action] = field(default_factory=dict)
     fr_events: list[Event] = field(default_factory=list)
+
+
+def _weak(c: Candidate) -> bool:
+    """A root of last resort (signature field ``weak_root``): a plain ``CANCELLED`` is what srun's
+    --kill-on-bad-exit prints after another task failed, and what scancel prints on its own."""
+    return c.event is not None and c.event.fields.get("weak_root") == "1"
 
 
 def _fr_culprits(fr: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -167,6 +174,8 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
         if r in fr_pos_of:
             fc = fr_list[fr_pos_of[r]]
             reasons.append(f"flight recorder: {fc.get('reason', fc.get('kind'))}")
+            if fc.get("kind") == "mismatched" and cat == Category.HANG:
+                cat = Category.COLLECTIVE_MISMATCH  # it did enter the collective, with other arguments
         ts = p.last_step_ts if p else None
         fr_ev = next((e for e in ev.fr_events if e.rank == r), None)
         out.append(Candidate("silent", fr_ev, r, None, ts, cat, reasons))
@@ -254,7 +263,9 @@ def _rank_of_host_event(h: Candidate, ctx: ParseContext) -> int | None:
 def _hypothesis(c: Candidate, corr: Correlation, ev: Evidence) -> Hypothesis:
     cat = _category_for(c, corr)
     ranks: list[int] = [c.rank] if c.rank is not None else []
-    ranks += sorted({e.rank for e in c.supporting if e.rank is not None and e.rank not in ranks})
+    ranks += sorted(
+        {e.rank for e in c.supporting if e.rank is not None and e.rank not in ranks and (not c.host or e.host == c.host)}
+    )
     if c.rank is None and c.host and ev.ctx:
         ranks = ranks or ev.ctx.topology.host_ranks(c.host)
     hosts = [c.host] if c.host else []
@@ -376,9 +387,15 @@ def _chain(corr: Correlation, win: Candidate | None, seconds: list[Candidate]) -
 
 
 def attribute(corr: Correlation, ev: Evidence, warnings: Sequence[str] = (), later: Sequence[Event] = ()) -> Verdict:
-    cands = _merge_host([c for c in corr.candidates if c.kind in ("event", "exit")], ev.ctx)
+    strong = [c for c in corr.candidates if c.kind in ("event", "exit") and not _weak(c)]
+    cands = _merge_host(strong, ev.ctx)
+    if ev.ctx is not None:
+        cands = date_lost_hosts(cands, corr, ev.progress, ev.ctx.topology)
+        cands.sort(key=candidate_order)
     if not cands:
         cands = _silent_candidates(corr, ev)
+    if not cands:
+        cands = _merge_host([c for c in corr.candidates if _weak(c)], ev.ctx)
     if not cands and not corr.errors:
         s = _straggler(ev)
         if s is not None:
@@ -425,6 +442,7 @@ def attribute(corr: Correlation, ev: Evidence, warnings: Sequence[str] = (), lat
         and c.event is not None
         and (win.event is None or c.event.attempt == win.event.attempt)
         and c.event.signature != (win.event.signature if win.event else None)
+        and not (c.category == Category.NETWORK and hyp.category == Category.NETWORK)  # the link's other end
     ]
     alternatives = []
     for c in rest[:5]:

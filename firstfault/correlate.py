@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from firstfault.records import Category, Event, Layer, Role
+from firstfault.transients import Recovery, demote_recovered
 
 # Lower layers explain higher ones: a GPU falling off the bus explains the CUDA error above it.
 LAYER_DEPTH = {
@@ -77,6 +78,7 @@ class Correlation:
     graph: nx.DiGraph
     errors: list[Event]
     attempts: list[int]
+    recoveries: list[Recovery] = field(default_factory=list)
 
 
 def candidate_order(c: Candidate) -> tuple[float, int]:
@@ -194,6 +196,13 @@ def _earlier(a: Event | None, b: Event | None) -> bool:
     return ta < tb
 
 
+def _same_block(a: Event, b: Event, lines: int = 5) -> bool:
+    """Two lines of one message: ``DistBackendError: NCCL error in: ... internal error`` and the
+    ``ncclInternalError: Internal check failed.`` right below it are one report, not a victim's
+    timeout followed by an error of its own."""
+    return a.source == b.source and abs(a.line - b.line) <= lines and (a.ts is None or b.ts is None or abs(a.ts - b.ts) < 1)
+
+
 def _exit_candidate(v: RankView) -> Candidate | None:
     """A rank that died with no explanation of its own (no traceback, not torn down)."""
     for ex in v.exits:
@@ -214,6 +223,7 @@ def _exit_candidate(v: RankView) -> Candidate | None:
 
 
 def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Correlation:
+    recoveries = demote_recovered(events)
     ranks, host_events = _rank_views(events)
     for r in known_ranks:
         ranks.setdefault(r, RankView(r))
@@ -229,7 +239,7 @@ def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Corre
     for v in ranks.values():
         if v.first_root is not None:
             e = v.first_root
-            if v.first_cascade is not None and _earlier(v.first_cascade, e):
+            if v.first_cascade is not None and _earlier(v.first_cascade, e) and not _same_block(v.first_cascade, e):
                 continue  # this rank was a victim first; its later exception follows from that
             candidates.append(Candidate("event", e, v.rank, e.host, e.ts, e.category))
         else:
@@ -243,7 +253,7 @@ def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Corre
     g = nx.DiGraph()
     for e in errors:
         g.add_node(e.id)
-    return Correlation(ranks, dict(host_events), candidates, g, errors, attempts)
+    return Correlation(ranks, dict(host_events), candidates, g, errors, attempts, recoveries)
 
 
 def near(host_event: Event, rank_event: Event) -> bool:

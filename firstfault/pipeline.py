@@ -184,6 +184,9 @@ def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
         warnings.append(f"torchrun restarted the job; attempt {first} failed first and is the one analysed")
     ranks = _known_ranks(pr, bundle)
     corr = correlate(now, ranks)
+    warnings.extend(r.describe() for r in corr.recoveries[:5])
+    if len(corr.recoveries) > 5:
+        warnings.append(f"... and {len(corr.recoveries) - 5} more transient(s) that recovered")
     fr = _flight_recorder(bundle, ranks, warnings)
     action_of = {s.id: s.action for s in registry.signatures if s.action is not None}
     ev = Evidence(progress=pr.rank_progress(first), fr=fr, ctx=pr.ctx, action_of=action_of)
@@ -260,10 +263,44 @@ def localize_network(verdict: Verdict, bundle: Bundle, events: Sequence[Event], 
         )
         if on_side:
             verdict.culprit.ranks = on_side[:1] + [r for r in verdict.culprit.ranks if r not in on_side[:1]]
-        verdict.action = Action.EXCLUDE_AND_RESTART
-        verdict.summary += f"; the fault is on {lf.faulty_side}'s side of {lf.link}"
+        back = _port_back_up(events, lf.faulty_side, lf.device)
+        if back is None:
+            verdict.action = Action.EXCLUDE_AND_RESTART
+            verdict.summary += f"; the fault is on {lf.faulty_side}'s side of {lf.link}"
+        else:
+            # a flap: the port works again, so the node can stay; the link goes on a watch list
+            verdict.action = Action.RESTART
+            verdict.summary += (
+                f"; the fault is on {lf.faulty_side}'s side of {lf.link}, whose port came back up "
+                f"({back.text.strip()[-60:]}): a flap, restart and watch the link"
+            )
+            verdict.reasons.append(f"link: the port went down and came back ({back.source}:{back.line}): a flap")
     else:
         verdict.summary += f"; on link {lf.link} (which end is at fault is not decided by the evidence)"
+
+
+_PORT_UP = {"kernel.ib_port_state": ("link_state", "ACTIVE"), "nccl.ib_async_port_active": ("ib_event", "port active")}
+
+
+def _port_back_up(events: Sequence[Event], host: str, device: str | None) -> Event | None:
+    """The last 'port up' line of ``host`` (on ``device`` where both name one), if it came after a
+    'down' there: a port that stayed down is a dead NIC or cable, one that came back a flap."""
+    last_down: float | None = None
+    up: Event | None = None
+    for e in events:
+        if e.host != host or e.ts is None:
+            continue
+        dev = e.fields.get("ib_dev")
+        if device and dev and dev != device:
+            continue
+        if e.signature in ("kernel.ib_port_down", "nccl.ib_async_port_error"):
+            last_down = e.ts if last_down is None else max(last_down, e.ts)
+        want = _PORT_UP.get(e.signature)
+        if want and e.fields.get(want[0]) == want[1]:
+            up = e
+    if up is None or last_down is None or up.ts is None or up.ts < last_down:
+        return None
+    return up
 
 
 def _missing_rank_warnings(bundle: Bundle, ranks: Sequence[int], warnings: list[str]) -> None:

@@ -330,8 +330,8 @@ class Engine:
         self.ctld(self.t0 - 0.3, T.S_CTLD_ALLOC.format(job=out.job, nodelist=self.cl.nodelist(), cpus=cfg.hosts * 224))
         while self.heap:
             t, _, kind, args = heapq.heappop(self.heap)
-            if self.ended and kind != "node_down":
-                continue  # after the job: only the controller still notices a dead node
+            if self.ended and kind not in ("node_down", "port_up"):
+                continue  # after the job: the controller still notices a dead node, the kernel a port
             getattr(self, "ev_" + kind)(t, *args)
         return out
 

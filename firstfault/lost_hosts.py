@@ -1,0 +1,90 @@
+"""A node that died says nothing: date its death by its last sign of life.
+
+When a host loses power or its kernel panics, its processes vanish mid-line. The first words
+about it come from its *peers*, whose InfiniBand sends to it fail after NCCL's retry window
+(~34 s: ``Got completion from peer <its IP> with status=12``), and SLURM says so only after
+``SlurmdTimeout`` (300 s by default: ``Nodes X not responding, setting DOWN``, ``Node failure
+on X``). Ordered by the time each line was printed, the peers' network errors come first and
+look like a link fault. Once SLURM names a failed node, the death is dated to that node's last
+line, and its peers' connection errors to it (and its own ranks' silence) follow from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from firstfault.correlate import Candidate, Correlation
+from firstfault.parse.base import Topology
+from firstfault.parse.nccl import PEER_SIGNATURES, normalize_ip, short_host
+from firstfault.parse.timestamps import iso
+from firstfault.records import Category, Event, RankProgress
+
+# connection errors land after NCCL's IB retry window; allow the clock skew between hosts too
+_SLACK_S = 2.0
+
+
+def last_sign_of_life(host: str, corr: Correlation, progress: Sequence[RankProgress], topo: Topology) -> float | None:
+    """The latest time anything on ``host`` wrote: its ranks' events and progress, its kernel log."""
+    want = short_host(host)
+    ranks = {r for r, h in topo.rank_host.items() if short_host(h) == want}
+    times = [p.last_step_ts for p in progress if p.last_step_ts is not None and p.rank in ranks]
+    for r in ranks:
+        v = corr.ranks.get(r)
+        if v is not None:
+            times += [e.ts for e in v.events if e.ts is not None]
+    for h, evs in corr.host_events.items():
+        if short_host(h) == want:
+            times += [e.ts for e in evs if e.ts is not None]
+    return max(times) if times else None
+
+
+def _peer_host(e: Event, topo: Topology) -> str | None:
+    peer = e.fields.get("peer")
+    if not peer:
+        return None
+    ip = normalize_ip(peer.split("<", 1)[0])
+    return topo.ip_host.get(ip or "") or short_host(ip)
+
+
+def _follows(e: Event, lost: str, died: float, topo: Topology) -> bool:
+    """``e`` is a symptom of ``lost`` dying at ``died``: on it, or a connection error to it."""
+    if e.ts is not None and e.ts < died - _SLACK_S:
+        return False
+    if short_host(e.host) == short_host(lost):
+        return True
+    return e.signature in PEER_SIGNATURES and short_host(_peer_host(e, topo)) == short_host(lost)
+
+
+def date_lost_hosts(
+    cands: list[Candidate], corr: Correlation, progress: Sequence[RankProgress], topo: Topology
+) -> list[Candidate]:
+    """Re-date each SLURM node-failure candidate to its node's last sign of life; absorb what follows."""
+    out = list(cands)
+    for c in cands:
+        e = c.event
+        lost = e.fields.get("failed_node") if e is not None else None
+        if e is None or not lost or c not in out:
+            continue
+        died = last_sign_of_life(lost, corr, progress, topo)
+        if died is None:
+            continue
+        c.host = lost
+        on_host = sorted(r for r, h in topo.rank_host.items() if short_host(h) == short_host(lost))
+        c.rank = on_host[0] if on_host else None
+        if c.ts is None or died < c.ts:
+            c.reasons.append(
+                f"SLURM declared {lost} failed; its last sign of life was at {iso(died)}, "
+                f"{(c.ts or died) - died:.0f} s before SLURM noticed"
+            )
+            c.ts = died
+        c.category = Category.SCHEDULER
+        followers = [o for o in out if o is not c and o.event is not None and _follows(o.event, lost, died, topo)]
+        for o in followers:
+            assert o.event is not None
+            c.supporting.append(o.event)
+            out.remove(o)
+        if followers:
+            c.reasons.append(
+                f"{len(followers)} error(s) on its peers (connections to {lost} failing) follow from its death"
+            )
+    return out
