@@ -15,6 +15,7 @@ from statistics import median
 from firstfault.records import Event, Role
 
 DUP_WINDOW_S = 2.0
+INHERITED_DUP_WINDOW_S = 60.0
 
 
 @dataclass
@@ -57,6 +58,17 @@ def _borrow_time(keep: Event, other: Event) -> None:
         keep.host = other.host
 
 
+def _same_fact(a: Event, b: Event) -> bool:
+    """Copies of one line are close in time; an inherited time (a lower bound taken from the line
+    above, in a console from another host's clock) may be far off, so it gets a wider window."""
+    if a.ts is None or b.ts is None:
+        return True
+    if a.attempt is not None and b.attempt is not None and a.attempt != b.attempt:
+        return False
+    exact = a.ts_quality == "exact" and b.ts_quality == "exact"
+    return abs(a.ts - b.ts) <= (DUP_WINDOW_S if exact else INHERITED_DUP_WINDOW_S)
+
+
 def fold_duplicates(events: Sequence[Event]) -> tuple[list[Event], int]:
     """Fold copies of one line (same rank, signature and text, close in time) into one."""
     groups: dict[tuple[object, ...], list[int]] = {}
@@ -65,7 +77,7 @@ def fold_duplicates(events: Sequence[Event]) -> tuple[list[Event], int]:
         reps = groups.setdefault((e.rank, e.signature, e.text.strip()), [])
         for i in reps:
             k = kept[i]
-            if k.ts is None or e.ts is None or abs(k.ts - e.ts) <= DUP_WINDOW_S:
+            if _same_fact(k, e):
                 if _score(e) > _score(k):
                     kept[i], e = e, k
                 _borrow_time(kept[i], e)

@@ -191,27 +191,32 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
 
 
 def _straggler(ev: Evidence) -> Candidate | None:
-    times = {p.rank: p.median_step_ms for p in ev.progress if p.median_step_ms}
+    """The rank whose own compute time stands out, over the whole run or over its last quarter.
+
+    A GPU that throttles half-way through a run barely moves its whole-run median; the recent
+    window sees it. Training is synchronous, so every rank's *step* time grows with it: only the
+    rank's own compute time (the progress line's ``compute_ms``) tells the slow one.
+    """
     fr_late = [c for c in _fr_culprits(ev.fr) if c.get("kind") in ("straggler", "late", "slow")]
     if fr_late:
         r = int(fr_late[0]["rank"])
         return Candidate("slow", None, r, None, None, Category.STRAGGLER, [str(fr_late[0].get("reason"))])
-    if len(times) < 2:
+    best: tuple[float, int, float, float, str] | None = None
+    for label, attr in (("median step", "median_step_ms"), ("median step over its last quarter", "recent_step_ms")):
+        times = {p.rank: getattr(p, attr) for p in ev.progress if getattr(p, attr)}
+        if len(times) < 2:
+            continue
+        slow_rank, slow = max(times.items(), key=lambda kv: kv[1])
+        base = median([t for r, t in times.items() if r != slow_rank])
+        if base > 0 and (best is None or slow / base > best[0]):
+            best = (slow / base, slow_rank, slow, base, label)
+    if best is None or best[0] < STRAGGLER_RATIO:
         return None
-    slow_rank, slow = max(times.items(), key=lambda kv: kv[1])
-    others = [t for r, t in times.items() if r != slow_rank]
-    base = median(others)
-    if base > 0 and slow / base >= STRAGGLER_RATIO:
-        return Candidate(
-            "slow",
-            None,
-            slow_rank,
-            None,
-            None,
-            Category.STRAGGLER,
-            [f"rank {slow_rank}'s median step took {slow:.0f} ms against {base:.0f} ms on its peers"],
-        )
-    return None
+    _, slow_rank, slow, base, label = best
+    return Candidate(
+        "slow", None, slow_rank, None, None, Category.STRAGGLER,
+        [f"rank {slow_rank}'s {label} took {slow:.0f} ms against {base:.0f} ms on its peers"],
+    )
 
 
 def _merge_host(cands: list[Candidate], ctx: ParseContext | None) -> list[Candidate]:
@@ -390,7 +395,7 @@ def attribute(corr: Correlation, ev: Evidence, warnings: Sequence[str] = (), lat
     strong = [c for c in corr.candidates if c.kind in ("event", "exit") and not _weak(c)]
     cands = _merge_host(strong, ev.ctx)
     if ev.ctx is not None:
-        cands = date_lost_hosts(cands, corr, ev.progress, ev.ctx.topology)
+        cands = date_lost_hosts(cands, corr, ev.progress, ev.ctx.topology)  # also absorbs peer errors
         cands.sort(key=candidate_order)
     if not cands:
         cands = _silent_candidates(corr, ev)

@@ -46,13 +46,37 @@ def _peer_host(e: Event, topo: Topology) -> str | None:
     return topo.ip_host.get(ip or "") or short_host(ip)
 
 
-def _follows(e: Event, lost: str, died: float, topo: Topology) -> bool:
-    """``e`` is a symptom of ``lost`` dying at ``died``: on it, or a connection error to it."""
-    if e.ts is not None and e.ts < died - _SLACK_S:
+# An untimed NCCL line inherits the time of the line above it: a lower bound. A connection
+# error that prints minutes after its cause can carry a time from before the cause.
+_LOWER_BOUND_S = 60.0
+
+
+def _explains_peer_error(cause: Candidate, e: Event, topo: Topology) -> bool:
+    """``cause`` (a fault on host H) explains ``e``, a connection error to H, that is not earlier."""
+    if e.signature not in PEER_SIGNATURES or cause.host is None or cause.ts is None:
         return False
-    if short_host(e.host) == short_host(lost):
+    if short_host(_peer_host(e, topo)) != short_host(cause.host):
+        return False
+    if e.ts is None:
         return True
-    return e.signature in PEER_SIGNATURES and short_host(_peer_host(e, topo)) == short_host(lost)
+    slack = _LOWER_BOUND_S if e.ts_quality in ("inherited", "none") else _SLACK_S
+    return cause.ts <= e.ts + slack
+
+
+def absorb_peer_errors(cands: list[Candidate], topo: Topology) -> list[Candidate]:
+    """A peer's "Got completion from peer H ... status=12" follows from whatever stopped H."""
+    out = list(cands)
+    for c in cands:
+        if c not in out or c.category == Category.NETWORK or not c.host:
+            continue
+        followers = [o for o in out if o is not c and o.event is not None and _explains_peer_error(c, o.event, topo)]
+        for o in followers:
+            assert o.event is not None
+            c.supporting.append(o.event)
+            out.remove(o)
+        if followers:
+            c.reasons.append(f"{len(followers)} peer(s) lost their connections to {c.host} after it: they follow from it")
+    return out
 
 
 def date_lost_hosts(
@@ -78,13 +102,13 @@ def date_lost_hosts(
             )
             c.ts = died
         c.category = Category.SCHEDULER
-        followers = [o for o in out if o is not c and o.event is not None and _follows(o.event, lost, died, topo)]
-        for o in followers:
+        on_lost = [
+            o for o in out
+            if o is not c and o.event is not None and short_host(o.event.host) == short_host(lost)
+            and (o.ts is None or o.ts >= died - _SLACK_S)
+        ]
+        for o in on_lost:
             assert o.event is not None
             c.supporting.append(o.event)
             out.remove(o)
-        if followers:
-            c.reasons.append(
-                f"{len(followers)} error(s) on its peers (connections to {lost} failing) follow from its death"
-            )
-    return out
+    return absorb_peer_errors(out, topo)

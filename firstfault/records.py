@@ -194,6 +194,7 @@ class RankProgress:
     steps_seen: int = 0
     median_step_ms: float | None = None
     host: str | None = None
+    recent_step_ms: float | None = None  # median over the last quarter of its steps (a late slowdown)
 
 
 @dataclass(slots=True)

@@ -27,6 +27,7 @@ from firstfault.records import Event, RankProgress
 TEXT_KINDS = ("elastic_rank_log", "launcher_console", "slurm_output", "app_log", "kernel_log", "nccl_debug")
 MAX_TEXT = 2000
 MAX_CONTEXT = 30
+RECENT_MIN_STEPS = 5
 
 
 @dataclass
@@ -42,6 +43,8 @@ class ParseResult:
         out = []
         for rank, p in sorted(self.ctx.progress(attempt).items()):
             med = median(p.step_ms) if p.step_ms else None
+            tail = p.step_ms[-max(RECENT_MIN_STEPS, len(p.step_ms) // 4) :]
+            recent = median(tail) if len(p.step_ms) >= 2 * RECENT_MIN_STEPS else None
             out.append(
                 RankProgress(
                     rank=rank,
@@ -50,6 +53,7 @@ class ParseResult:
                     steps_seen=p.steps_seen,
                     median_step_ms=med,
                     host=self.ctx.topology.rank_host.get(rank),
+                    recent_step_ms=recent,
                 )
             )
         return out
