@@ -298,5 +298,11 @@ def host_explains(host_event: Event, rank_event: Event) -> bool:
 
 
 def corroborates(host_event: Event, rank_event: Event) -> bool:
-    """A host event of the same or a higher layer that agrees with a rank's own fault."""
-    return near(host_event, rank_event) and not host_explains(host_event, rank_event)
+    """A host event of the same or a higher layer that agrees with a rank's own fault: on its GPU
+    (where both name one) and its process (where both name one)."""
+    return (
+        near(host_event, rank_event)
+        and not host_explains(host_event, rank_event)
+        and not _other_gpu(host_event, rank_event)
+        and same_process(host_event, rank_event) is not False
+    )

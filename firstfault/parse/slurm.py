@@ -307,6 +307,16 @@ class Facts:
             for e in _ENV_ECHO.finditer(body):
                 self.env.setdefault(e["key"], e["val"])
 
+    def offset_of(self, task: int) -> int | None:
+        """Agent ``task``'s first global rank: seen on one of its lines, else ``task * n`` when every
+        agent seen so far starts at a multiple of one ``n`` (the same --nproc-per-node everywhere)."""
+        if task in self.agent_offset:
+            return self.agent_offset[task]
+        per = {off // t for t, off in self.agent_offset.items() if t > 0 and off % t == 0}
+        if len(per) == 1 and all(off == t * next(iter(per)) for t, off in self.agent_offset.items()):
+            return task * next(iter(per))
+        return None
+
     def learn_env(self) -> None:
         nodes = self.env.get("SLURM_JOB_NODELIST") or self.env.get("SLURM_NODELIST")
         nodes = self.env.get("SLURM_STEP_NODELIST") or nodes
@@ -428,7 +438,7 @@ class SlurmParser(SourceParser):
             if self.facts.agent_labels:
                 # srun torchrun: the label is the node's agent, not a rank
                 info.host = info.host or self.task_host.get(task)
-                offset = self.facts.agent_offset.get(task)
+                offset = self.facts.offset_of(task)
                 lr = info.local_rank
                 if lr is None and (a := _AGENT_LR.search(text)):
                     lr = int(a["lr"])  # the agent's own line about one of its workers
