@@ -15,7 +15,7 @@ from statistics import median
 from firstfault.records import Event, Role
 
 DUP_WINDOW_S = 2.0
-INHERITED_DUP_WINDOW_S = 60.0
+INHERITED_DUP_WINDOW_S = 300.0
 
 
 @dataclass
@@ -53,6 +53,10 @@ def _borrow_time(keep: Event, other: Event) -> None:
         if "/attempt_" not in e.source and "console_line" not in keep.fields:
             keep.fields["console_line"] = f"{e.source}:{e.line}"
     if _QUALITY.get(other.ts_quality, 0) > _QUALITY.get(keep.ts_quality, 0):
+        keep.ts, keep.ts_quality = other.ts, other.ts_quality
+    elif keep.ts_quality == "inherited" and other.ts is not None and keep.ts is not None and other.ts > keep.ts:
+        # an inherited time is a lower bound (the last timed line above): the later copy's is tighter,
+        # and torchrun's error.json records the exception's own second
         keep.ts, keep.ts_quality = other.ts, other.ts_quality
     if keep.host is None:
         keep.host = other.host

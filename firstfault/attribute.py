@@ -145,6 +145,11 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
         fr_pos_of.setdefault(int(c["rank"]), i)
     quiet = [r for r, v in corr.ranks.items() if v.first_cascade is None and v.first_root is None]
     pool = quiet or list(corr.ranks)
+    # a rank that entered the collective with other arguments times out like its peers: not quiet
+    pool += [
+        int(c["rank"]) for c in fr_list
+        if c.get("kind") == "mismatched" and int(c["rank"]) not in pool and int(c["rank"]) in corr.ranks
+    ]
     timeouts = any(
         v.first_cascade is not None and v.first_cascade.category == Category.HANG for v in corr.ranks.values()
     )
@@ -278,6 +283,8 @@ def _hypothesis(c: Candidate, corr: Correlation, ev: Evidence) -> Hypothesis:
         v = corr.ranks.get(c.rank)
         if v and v.hosts:
             hosts = sorted(v.hosts)
+        elif ev.ctx is not None and c.rank in ev.ctx.topology.rank_host:
+            hosts = [ev.ctx.topology.rank_host[c.rank]]  # a silent or slow rank: where it ran
     action = DEFAULT_ACTION[cat]
     if c.event is not None and c.event.signature in ev.action_of:
         action = ev.action_of[c.event.signature]

@@ -31,10 +31,10 @@ def last_sign_of_life(host: str, corr: Correlation, progress: Sequence[RankProgr
     for r in ranks:
         v = corr.ranks.get(r)
         if v is not None:
-            times += [e.ts for e in v.events if e.ts is not None]
+            times += [e.ts for e in v.events if e.ts is not None and "failed_node" not in e.fields]
     for h, evs in corr.host_events.items():
-        if short_host(h) == want:
-            times += [e.ts for e in evs if e.ts is not None]
+        if short_host(h) == want:  # "srun: error: Node failure on H" is said *about* H, not by it
+            times += [e.ts for e in evs if e.ts is not None and "failed_node" not in e.fields]
     return max(times) if times else None
 
 
@@ -52,10 +52,16 @@ _LOWER_BOUND_S = 60.0
 
 
 def _explains_peer_error(cause: Candidate, e: Event, topo: Topology) -> bool:
-    """``cause`` (a fault on host H) explains ``e``, a connection error to H, that is not earlier."""
+    """``cause`` (a fault on host H) explains ``e``, a connection error to H, that is not earlier.
+
+    A port that went down on H also explains the connection errors H's own ranks report: NCCL's
+    ``status=12`` (retries exceeded) on either end of a link is how a dead port shows up.
+    """
     if e.signature not in PEER_SIGNATURES or cause.host is None or cause.ts is None:
         return False
-    if short_host(_peer_host(e, topo)) != short_host(cause.host):
+    to_cause = short_host(_peer_host(e, topo)) == short_host(cause.host)
+    on_cause = cause.category == Category.NETWORK and short_host(e.host) == short_host(cause.host)
+    if not (to_cause or on_cause):
         return False
     if e.ts is None:
         return True
@@ -64,11 +70,12 @@ def _explains_peer_error(cause: Candidate, e: Event, topo: Topology) -> bool:
 
 
 def absorb_peer_errors(cands: list[Candidate], topo: Topology) -> list[Candidate]:
-    """A peer's "Got completion from peer H ... status=12" follows from whatever stopped H."""
+    """A peer's "Got completion from peer H ... status=12" follows from whatever stopped H (its
+    process, its GPU, its node or its port)."""
     out = list(cands)
     for c in cands:
-        if c not in out or c.category == Category.NETWORK or not c.host:
-            continue
+        if c not in out or not c.host or c.event is None or c.event.signature in PEER_SIGNATURES:
+            continue  # a connection error explains nothing: it is always the echo of something
         followers = [o for o in out if o is not c and o.event is not None and _explains_peer_error(c, o.event, topo)]
         for o in followers:
             assert o.event is not None

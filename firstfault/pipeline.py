@@ -261,7 +261,8 @@ def localize_network(verdict: Verdict, bundle: Bundle, events: Sequence[Event], 
         on_side = topo.host_ranks(lf.faulty_side) or sorted(
             {e.rank for e in events if e.host == lf.faulty_side and e.rank is not None}
         )
-        if on_side:
+        keep = [r for r in verdict.culprit.ranks[:1] if r in on_side]  # the rank on that HCA, when known
+        if on_side and not keep:
             verdict.culprit.ranks = on_side[:1] + [r for r in verdict.culprit.ranks if r not in on_side[:1]]
         back = _port_back_up(events, lf.faulty_side, lf.device)
         if back is None:

@@ -256,8 +256,8 @@ def _port_evidence(events: Iterable[Event], ib: Mapping[str, HostIB] | None) -> 
     out: list[_PortEvidence] = []
     for e in events:
         w = PORT_SIGNATURES.get(e.signature)
-        if w is None or not e.host:
-            continue
+        if w is None or not e.host or "recovered_after_s" in e.fields:
+            continue  # a port that came back within NCCL's retry window (transients.py) is no suspect
         f = e.fields
         if e.signature == "kernel.mlx5_module_event" and f.get("module_status") == "Cable plugged":
             continue

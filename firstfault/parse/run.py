@@ -248,6 +248,9 @@ def _progress(
     if got is None:
         return
     step, ms, named = got
+    if named is not None and sf.kind == "elastic_rank_log" and named != sf.local_rank:
+        # "INFO [rank24] step 9 ..." in attempt_0/0/stdout.log: this directory is global rank 24
+        ctx.dir_rank.setdefault(sf.rel.rsplit("/", 1)[0], named)
     r = named if named is not None else rank
     if r is None:
         return
