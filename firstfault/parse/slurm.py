@@ -61,6 +61,8 @@ _ENV_ECHO = re.compile(
     r"|STEP_TASKS_PER_NODE|JOB_ID))=(?P<val>\S+)"
 )
 # torchrun agent lines naming a worker: "failed (exitcode: 1) local_rank: 0 (pid: ...)"
+# torchrun's own glog lines (the agent, not a worker): "W1202 16:28:56.950997 1228267 torch/distributed/run.py:793]"
+_TORCHRUN_AGENT = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ torch/distributed/(?:run\.py|elastic/agent/|elastic/multiprocessing/api\.py)")
 _AGENT_LR = re.compile(r"\blocal_rank: (?P<lr>\d+)\b")
 _KV_KEY = re.compile(r"(?:^|(?<=\s))(?P<key>[A-Za-z][\w/:.()-]*)=")
 _TPN = re.compile(r"^(?P<n>\d+)(?:\(x(?P<times>\d+)\))?$")
@@ -295,6 +297,8 @@ class Facts:
     def learn_line(self, line: str) -> None:
         m = _SRUN_LABEL.match(line)
         body = line[m.end() :] if m else line
+        if m and _TORCHRUN_AGENT.search(body[:120]):
+            self.agent_labels = True  # "245: W1202 ... torch/distributed/run.py:793] ..." is a node's torchrun
         if m and (e := _ELASTIC.match(body)):
             self.agent_labels = True
             if r := _RANK.match(body[e.end() :]):
