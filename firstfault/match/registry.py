@@ -19,6 +19,8 @@ from pathlib import Path
 from firstfault.match.prefilter import AhoCorasickFinder, HyperscanFinder, make_finder
 from firstfault.records import Action, Category, Layer, Role
 
+CLASSIFY_CACHE = 65536
+_MISS = object()
 _REQUIRED = ("id", "pattern", "literals", "category", "layer", "role", "source")
 
 
@@ -124,6 +126,7 @@ class Registry:
                 by_literal.setdefault(lit, []).append(idx)
         self._literals = by_literal
         self._prefer = prefilter
+        self._cache: dict[tuple[str, str], tuple[Signature, dict[str, str]] | None] = {}
         self._finder: AhoCorasickFinder | HyperscanFinder | None = None
 
     @property
@@ -132,6 +135,30 @@ class Registry:
         if self._finder is None:
             self._finder = make_finder(self._literals, self._prefer)
         return self._finder
+
+    def classify(
+        self, line: str, file_kind: str, literal_hits: Iterable[str]
+    ) -> tuple[Signature, dict[str, str]] | None:
+        """Best signature for ``line`` and its named groups (``sets`` included), memoised.
+
+        A failure repeats the same line on thousands of ranks (stack frames, "Fatal Python error:
+        Aborted", the watchdog's advice): the regexes run once per distinct line and kind.
+        """
+        key = (line, file_kind)
+        got = self._cache.get(key, _MISS)
+        if got is not _MISS:
+            return got  # type: ignore[return-value]
+        sig = self.match(line, file_kind, literal_hits)
+        out: tuple[Signature, dict[str, str]] | None = None
+        if sig is not None:
+            m = sig.pattern.search(line)
+            fields = {k: v for k, v in (m.groupdict() if m else {}).items() if v is not None}
+            fields.update(sig.sets)
+            out = (sig, fields)
+        if len(self._cache) >= CLASSIFY_CACHE:
+            self._cache.clear()  # bounded memory; a new burst of lines refills it
+        self._cache[key] = out
+        return out
 
     def match(self, line: str, file_kind: str, literal_hits: Iterable[str] | None = None) -> Signature | None:
         """Best signature for ``line`` (highest priority), or None."""

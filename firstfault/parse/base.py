@@ -73,7 +73,7 @@ def remap_ranks(events: list[Any], ctx: ParseContext) -> None:
         if _rank_dir(e.source) in ctx.dir_rank or e.local_rank is None:
             continue
         g = by_host_local.get((e.host, e.local_rank))
-        if g is not None and e.rank == e.local_rank:
+        if g is not None and (e.rank is None or e.rank == e.local_rank):
             e.rank = g
 
 

@@ -164,12 +164,11 @@ def parse_file(
                     start = ctx.attempt_start.get(sf.attempt)
                     if start is None or info.ts < start:
                         ctx.attempt_start[sf.attempt] = info.ts
-                sig: Signature | None = registry.match(info.text, sf.kind, hit.literals)
-                if sig is None:
+                got = registry.classify(info.text, sf.kind, hit.literals)
+                if got is None:
                     continue
-                m = sig.pattern.search(info.text)
-                fields = {k: v for k, v in (m.groupdict() if m else {}).items() if v is not None}
-                fields.update(sig.sets)
+                sig, shared = got
+                fields = dict(shared)  # hooks and later stages write into an event's own fields
                 ev = Event(
                     id=start_id + len(events),
                     source=sf.rel,

@@ -438,6 +438,9 @@ class SlurmParser(SourceParser):
         if r:
             info.rank = int(r["rank"])
             text = text[r.end() :]
+            if task is not None and e and self.facts.agent_labels:
+                # "104: [default4]:[rank836]: ..." places agent 104 for its later unprefixed lines
+                self.facts.agent_offset.setdefault(task, info.rank - int(e["lr"]))
         if task is not None:
             if self.facts.agent_labels:
                 # srun torchrun: the label is the node's agent, not a rank
