@@ -54,9 +54,13 @@ def _borrow_time(keep: Event, other: Event) -> None:
             keep.fields["console_line"] = f"{e.source}:{e.line}"
     if _QUALITY.get(other.ts_quality, 0) > _QUALITY.get(keep.ts_quality, 0):
         keep.ts, keep.ts_quality = other.ts, other.ts_quality
-    elif keep.ts_quality == "inherited" and other.ts is not None and keep.ts is not None and other.ts > keep.ts:
-        # an inherited time is a lower bound (the last timed line above): the later copy's is tighter,
-        # and torchrun's error.json records the exception's own second
+    elif (
+        keep.ts_quality == "inherited" and other.ts_quality == "coarse"
+        and other.ts is not None and keep.ts is not None and other.ts > keep.ts
+    ):
+        # an inherited time is only a lower bound (the last timed line above, maybe long before);
+        # torchrun's error.json records the exception's own second. (A console copy's inherited
+        # time is no better: a block-buffered stdout reaches the console late.)
         keep.ts, keep.ts_quality = other.ts, other.ts_quality
     if keep.host is None:
         keep.host = other.host
@@ -93,7 +97,29 @@ def fold_duplicates(events: Sequence[Event]) -> tuple[list[Event], int]:
     # without the rank prefix: an unplaced line identical to a placed one is that copy.
     placed = {(e.signature, e.text.strip()) for e in kept if e.rank is not None}
     kept = [e for e in kept if e.rank is not None or e.host is not None or (e.signature, e.text.strip()) not in placed]
+    _share_block_times(kept)
     return kept, len(events) - len(kept)
+
+
+def _share_block_times(events: Sequence[Event], lines: int = 5) -> None:
+    """Lines of one report share its latest time: the ``DistBackendError`` line of a traceback that
+    borrowed error.json's second (or a console copy's) lends it to the ``ncclInternalError`` line
+    right below. An inherited time is a lower bound, so the latest bound in the block wins."""
+    by_source: dict[str, list[Event]] = {}
+    for e in events:
+        by_source.setdefault(e.source, []).append(e)
+    for evs in by_source.values():
+        if len(evs) < 2:
+            continue
+        evs.sort(key=lambda e: e.line)
+        for i, e in enumerate(evs):
+            if e.ts_quality != "inherited" or e.ts is None:
+                continue
+            for o in evs[max(0, i - 2) : i + 3]:
+                close = o is not e and abs(o.line - e.line) <= lines and o.ts is not None
+                # one report is printed at one moment: any bound on one line bounds them all
+                if close and o.ts_quality != "none" and o.ts > e.ts:  # type: ignore[operator]
+                    e.ts, e.ts_quality = o.ts, o.ts_quality
 
 
 def sort_key(e: Event) -> tuple[float, str, int]:
@@ -119,7 +145,12 @@ class Offset:
     ranks: int
 
 
-def estimate_offsets(events: Sequence[Event], min_shift: float = 2.0, reference: str | None = None) -> list[Offset]:
+MAX_CLOCK_SHIFT_S = 120.0
+
+
+def estimate_offsets(
+    events: Sequence[Event], min_shift: float = 2.0, reference: str | None = None, max_shift: float = MAX_CLOCK_SHIFT_S
+) -> list[Offset]:
     """Per-host clock offsets from the fan-out of one failure across hosts.
 
     When a collective breaks, every surviving peer notices within about a second (a closed
@@ -128,7 +159,9 @@ def estimate_offsets(events: Sequence[Event], min_shift: float = 2.0, reference:
     the median of its ranks' first cascade times is that host's reading. The reference clock is
     ``reference``'s (the host of rank 0, which holds the rendezvous store and the launcher's
     clock) when it has a reading, else the median over hosts. Offsets under ``min_shift``
-    seconds are within the fan-out's own spread and are left alone. The spread (max-min of a
+    seconds are within the fan-out's own spread and are left alone; offsets over ``max_shift``
+    are not clocks but a second wave of failures (a fault kills one group at once, the others
+    time out ten minutes later), and are left alone too. The spread (max-min of a
     host's readings) is the offset's uncertainty.
     """
     first: dict[int, Event] = {}
@@ -148,6 +181,8 @@ def estimate_offsets(events: Sequence[Event], min_shift: float = 2.0, reference:
     out = []
     for h, r in sorted(readings.items()):
         shift = ref - r
+        if abs(shift) > max_shift:
+            continue  # minutes apart: two failures seen at different times, not a wrong clock
         if abs(shift) >= min_shift:
             ts = per_host[h]
             out.append(Offset(h, shift, max(ts) - min(ts), len(ts)))

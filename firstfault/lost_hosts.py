@@ -23,6 +23,11 @@ from firstfault.records import Category, Event, RankProgress
 _SLACK_S = 2.0
 
 
+def _about_failure(e: Event) -> bool:
+    """SLURM's words *about* a node failure ("Node failure on H", "... DUE TO NODE FAILURE")."""
+    return "failed_node" in e.fields or e.fields.get("reason") == "node_failure"
+
+
 def last_sign_of_life(host: str, corr: Correlation, progress: Sequence[RankProgress], topo: Topology) -> float | None:
     """The latest time anything on ``host`` wrote: its ranks' events and progress, its kernel log."""
     want = short_host(host)
@@ -31,10 +36,10 @@ def last_sign_of_life(host: str, corr: Correlation, progress: Sequence[RankProgr
     for r in ranks:
         v = corr.ranks.get(r)
         if v is not None:
-            times += [e.ts for e in v.events if e.ts is not None and "failed_node" not in e.fields]
+            times += [e.ts for e in v.events if e.ts is not None and not _about_failure(e)]
     for h, evs in corr.host_events.items():
         if short_host(h) == want:  # "srun: error: Node failure on H" is said *about* H, not by it
-            times += [e.ts for e in evs if e.ts is not None and "failed_node" not in e.fields]
+            times += [e.ts for e in evs if e.ts is not None and not _about_failure(e)]
     return max(times) if times else None
 
 

@@ -37,23 +37,68 @@ def _known_ranks(pr: ParseResult, bundle: Bundle) -> list[int]:
 
 
 def _flight_recorder(bundle: Bundle, ranks: Sequence[int], warnings: list[str]) -> dict[str, Any] | None:
-    files = bundle.of_kind("fr_dump")
-    if not files:
-        return None
-    try:
-        from firstfault.flightrec.analyze import analyze_fr
-        from firstfault.flightrec.load import load_dumps
-    except ImportError:  # pragma: no cover - the module ships with the package
-        return None
-    loaded = load_dumps([f.path for f in files])
-    warnings.extend(f"flight recorder: {w}" for w in loaded.warnings)
-    if not loaded.dumps:
-        return None
     world = max(ranks) + 1 if ranks else None
+    fr, warns = flight_recorder_stage([str(f.path) for f in bundle.of_kind("fr_dump")], world)
+    warnings.extend(warns)
+    return fr
+
+
+def flight_recorder_stage(paths: Sequence[str], world: int | None) -> tuple[dict[str, Any] | None, list[str]]:
+    """Load and analyse FR dumps: (the analysis as a dict, warnings). Pure over its arguments,
+    so it can run in a worker beside the log parse and ship back only the (small) result."""
+    if not paths:
+        return None, []
+    from firstfault.flightrec.analyze import analyze_fr
+    from firstfault.flightrec.load import load_dumps
+
+    loaded = load_dumps(list(paths))
+    warnings = [f"flight recorder: {w}" for w in loaded.warnings]
+    if not loaded.dumps:
+        return None, warnings
     result = analyze_fr(loaded.dumps, expected_world_size=world)
     warnings.extend(f"flight recorder: {w}" for w in result.warnings)
-    d: dict[str, Any] = result.to_dict()
-    return d
+    return result.to_dict(), warnings
+
+
+# Below this many dumps the FR stage runs inline: a fork costs more than it saves.
+FR_BESIDE_MIN_DUMPS = 256
+
+
+def _rank_dirs(bundle: Bundle) -> int | None:
+    """How many per-rank torchrun directories the bundle has: the world size before parsing."""
+    dirs = {f.rel.rsplit("/", 1)[0] for f in bundle.files if f.kind == "elastic_rank_log"}
+    return len(dirs) or None
+
+
+class _FRBeside:
+    """The FR stage in a forked process while the logs parse (files to verdict on every core)."""
+
+    def __init__(self, bundle: Bundle) -> None:
+        import multiprocessing as mp
+
+        paths = [str(f.path) for f in bundle.of_kind("fr_dump")]
+        self.pool = None
+        self.job: Any = None
+        forkable = "fork" in mp.get_all_start_methods() and not mp.current_process().daemon
+        if len(paths) >= FR_BESIDE_MIN_DUMPS and forkable:
+            self.pool = mp.get_context("fork").Pool(1)
+            self.job = self.pool.apply_async(flight_recorder_stage, (paths, _rank_dirs(bundle)))
+
+    def result(self, bundle: Bundle, ranks: Sequence[int], warnings: list[str]) -> dict[str, Any] | None:
+        if self.pool is None:
+            return _flight_recorder(bundle, ranks, warnings)
+        try:
+            fr, warns = self.job.get()
+        finally:
+            self.close()
+        warnings.extend(warns)
+        return fr  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+            self.pool = None
 
 
 def load_topology(bundle: Bundle, warnings: list[str]) -> Topology:
@@ -153,6 +198,14 @@ def fr_events(fr: dict[str, Any] | None, bundle: Bundle, start_id: int) -> list[
 
 
 def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
+    fr_beside = _FRBeside(bundle)  # flight-recorder dumps load beside the log parse
+    try:
+        return _analyze_bundle(bundle, registry, fr_beside)
+    finally:
+        fr_beside.close()
+
+
+def _analyze_bundle(bundle: Bundle, registry: Registry, fr_beside: _FRBeside) -> Verdict:
     t0 = time.perf_counter()
     pre: list[str] = []
     pr = parse_bundle(bundle, registry, load_topology(bundle, pre))
@@ -187,7 +240,7 @@ def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
     warnings.extend(r.describe() for r in corr.recoveries[:5])
     if len(corr.recoveries) > 5:
         warnings.append(f"... and {len(corr.recoveries) - 5} more transient(s) that recovered")
-    fr = _flight_recorder(bundle, ranks, warnings)
+    fr = fr_beside.result(bundle, ranks, warnings)
     action_of = {s.id: s.action for s in registry.signatures if s.action is not None}
     ev = Evidence(progress=pr.rank_progress(first), fr=fr, ctx=pr.ctx, action_of=action_of)
     ev.fr_events = fr_events(fr, bundle, len(pr.events))

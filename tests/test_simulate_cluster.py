@@ -144,8 +144,16 @@ def test_timeouts_fire_exactly_on_ranks_alive_at_their_deadline() -> None:
     assert o.enter_t[first] == min(o.enter_t[r] for r in o.timeouts)
 
 
+def test_node_failure_of_the_batch_host_silences_srun(tmp_path: Path) -> None:
+    """srun runs on the job's first node: when that node dies, the job output just stops."""
+    out, truth = _sim(tmp_path, "node_failure:host=gpu0001", hosts=4, gpus_per_host=4, kill_on_bad_exit=False)
+    assert truth["culprit_hosts"] == ["gpu0001"]
+    assert "Node failure on" not in (out / f"slurm-{truth['job_id']}.out").read_text()
+    assert "error: Nodes gpu0001 not responding, setting DOWN" in (out / "slurmctld.log").read_text()
+
+
 def test_node_failure_silences_the_host(tmp_path: Path) -> None:
-    out, truth = _sim(tmp_path, "node_failure", hosts=4, gpus_per_host=4, kill_on_bad_exit=False)
+    out, truth = _sim(tmp_path, "node_failure:host=gpu0003", hosts=4, gpus_per_host=4, kill_on_bad_exit=False)
     dead = truth["culprit_hosts"][0]  # type: ignore[index]
     t_dead = truth["faults"][0]["time"]  # type: ignore[index]
     ctld = (out / "slurmctld.log").read_text()
@@ -283,7 +291,7 @@ def simulated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     root = tmp_path_factory.mktemp("wording")
     lines: dict[str, list[str]] = {}
     runs = [("dataloader_hang", {}), ("xid79", {}), ("xid48", {}), ("xid119", {}), ("nic_down", {}),
-            ("host_oom", {}), ("node_failure", {"kill_on_bad_exit": False}), ("nccl_bug", {}), ("disk_full", {}),
+            ("host_oom", {}), ("node_failure:host=gpu0002", {"kill_on_bad_exit": False}), ("nccl_bug", {}), ("disk_full", {}),
             ("time_limit", {}), ("exception", {"kill_on_bad_exit": False})]
     for kind, kw in runs:
         out, _ = _sim(root, kind, hosts=2, gpus_per_host=4, **kw)  # type: ignore[arg-type]

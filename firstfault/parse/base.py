@@ -128,6 +128,10 @@ class ParseContext:
     # attempt -> earliest time seen in that attempt's per-rank files
     attempt_start: dict[int, float] = field(default_factory=dict)
     has_rank_files: bool = False
+    # (host, local rank) of every torchrun per-rank log; with ``skip_tee_copies`` a console's
+    # "[defaultN]:" line of such a rank is a --tee copy and is not parsed twice
+    rank_files: frozenset[tuple[str | None, int]] = frozenset()
+    skip_tee_copies: bool = False
     # per-rank directory (".../attempt_K/<local_rank>") -> the global rank its lines name
     dir_rank: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -215,6 +219,10 @@ class SourceParser:
     def global_rank(self, local_rank: int, host: str | None) -> int:
         """Local -> global rank: identity until the bundle says otherwise (see ``remap_ranks``)."""
         return local_rank
+
+    def is_copy(self, hit: Hit) -> bool:
+        """True for a line that another file of the bundle holds too (see ``skip_tee_copies``)."""
+        return False
 
     def finish(self) -> None:
         """Called after the last line of the file."""

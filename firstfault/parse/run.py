@@ -159,6 +159,8 @@ def parse_file(
         with open(sf.path, "rb") as fh:
             for hit in scan(fh, finder, warn=lambda m: ctx.warn(f"{sf.rel}: {m}"), stats=stats):
                 flagged += 1
+                if parser.is_copy(hit):
+                    continue
                 info = parser.locate(hit)
                 if sf.attempt is not None and info.ts is not None:
                     start = ctx.attempt_start.get(sf.attempt)
@@ -201,7 +203,7 @@ def parse_file(
     return events, flagged
 
 
-PROGRESS_TAIL = 256 * 1024
+PROGRESS_TAIL = 32 * 1024  # ~250 progress lines: the last step and the recent step times
 
 
 def _head_and_tail(sf: SourceFile, ctx: ParseContext, total_lines: int, own_progress: bool) -> None:
@@ -263,7 +265,10 @@ def _progress(
         p.step_ms.append(ms)
 
 
-PARALLEL_MIN_BYTES = 256 * 1024 * 1024
+# Workers pay a fork and the shipping of their events back: worth it for many files or many bytes.
+PARALLEL_MIN_BYTES = 64 * 1024 * 1024
+PARALLEL_MIN_FILES = 1500
+SKIP_TEE_MIN_RANKS = 256
 _FORKED: tuple[Bundle, Registry, ParseContext] | None = None
 
 
@@ -271,7 +276,12 @@ def _new_context(bundle: Bundle, topology: Topology | None) -> ParseContext:
     ctx = ParseContext(year_hint=_year_hint(bundle))
     if topology is not None:
         ctx.topology = topology
-    ctx.has_rank_files = any(f.kind == "elastic_rank_log" for f in bundle.files)
+    rank_logs = [f for f in bundle.files if f.kind == "elastic_rank_log"]
+    ctx.has_rank_files = bool(rank_logs)
+    ctx.rank_files = frozenset((f.host, f.local_rank) for f in rank_logs if f.local_rank is not None)
+    # At scale the console is one file (one core reads it alone) that repeats every rank's file:
+    # its worker lines are skipped. Small jobs keep them: their arrival order breaks near-ties.
+    ctx.skip_tee_copies = len(ctx.rank_files) >= SKIP_TEE_MIN_RANKS
     return ctx
 
 
@@ -299,7 +309,8 @@ def _worker(indexes: list[int]) -> tuple[list[Event], ParseContext, int, int, in
     assert _FORKED is not None
     bundle, registry, template = _FORKED
     ctx = ParseContext(
-        year_hint=template.year_hint, topology=template.topology, has_rank_files=template.has_rank_files
+        year_hint=template.year_hint, topology=template.topology, has_rank_files=template.has_rank_files,
+        rank_files=template.rank_files, skip_tee_copies=template.skip_tee_copies,
     )
     events, read, nbytes, flagged = _parse_files([bundle.files[i] for i in indexes], registry, ctx)
     return events, ctx, read, nbytes, flagged
@@ -351,8 +362,12 @@ def parse_bundle(
     ctx.warnings.extend(bundle.warnings)
     text_bytes = sum(f.size for f in bundle.files if f.kind in TEXT_KINDS)
     if jobs is None:
-        jobs = min(os.cpu_count() or 1, 8) if text_bytes >= PARALLEL_MIN_BYTES else 1
+        n_text = sum(1 for f in bundle.files if f.kind in TEXT_KINDS)
+        big = text_bytes >= PARALLEL_MIN_BYTES or n_text >= PARALLEL_MIN_FILES
+        jobs = min(os.cpu_count() or 1, 8) if big else 1
     jobs = max(1, min(jobs, len(bundle.files)))
+    if mp.current_process().daemon:
+        jobs = 1  # a pool's worker (a benchmark, a service) may not fork workers of its own
     result = ParseResult([], ctx)
     if jobs == 1 or "fork" not in mp.get_all_start_methods():
         events, result.files_read, result.bytes_read, result.lines_flagged = _parse_files(

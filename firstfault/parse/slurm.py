@@ -417,6 +417,19 @@ class SlurmParser(SourceParser):
         self.facts.apply(ctx.topology)
         self.task_host = self.facts.task_host()
 
+    def is_copy(self, hit: Hit) -> bool:
+        """A worker's line ("N: [default3]:...") that its per-rank file under the log dir holds too."""
+        if not self.ctx.skip_tee_copies or self.shape != "job_output" or not self.facts.agent_labels:
+            return False
+        text = hit.text
+        m = _SRUN_LABEL.match(text)
+        if m is None:
+            return False
+        e = _ELASTIC.match(text[m.end() : m.end() + 40])
+        if e is None:
+            return False
+        return (self.task_host.get(int(m["task"])), int(e["lr"])) in self.ctx.rank_files
+
     def strip(self, text: str, info: LineInfo) -> str:
         m = _SRUN_LABEL.match(text)
         task: int | None = None

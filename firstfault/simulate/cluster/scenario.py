@@ -226,6 +226,8 @@ class Engine:
             self.out.agent[h].append((t, self.out.nseq(), ln))
 
     def srun(self, t: float, text: str, label: int | None = None) -> None:
+        if 0 in self.out.vanished and t > self.out.vanished[0]:
+            return  # srun (and the batch step's slurmstepd) ran on the first node, which is gone
         self.out.srun.append((t, self.out.nseq(), text, label))
 
     def kern(self, h: int, t: float, lvl: str, msg: str) -> None:
