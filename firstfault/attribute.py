@@ -195,6 +195,49 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
     return out
 
 
+STALL_STEPS = 3  # how many steps its peers must have gone on for a rank's stop to count
+
+
+def _stalled_first(first: Candidate, corr: Correlation, ev: Evidence) -> Candidate | None:
+    """A rank that stopped making progress well before the first error, while its peers went on.
+
+    A hung data loader says nothing; if another fault ends the job before the NCCL timeout
+    (srun --kill-on-bad-exit tears everything down), the hang leaves no timeout either. Its
+    trace is in progress: its last step is behind every peer's and ``STALL_STEPS`` behind the
+    median, and it stopped
+    more than ``STALL_STEPS`` step intervals before the first error.
+    """
+    if first.ts is None:
+        return None
+    prog = [p for p in ev.progress if p.last_step is not None and p.last_step_ts is not None]
+    if len(prog) < 2:
+        return None
+    slow = min(prog, key=lambda p: (p.last_step, p.last_step_ts))
+    others = [p.last_step for p in prog if p.rank != slow.rank]
+    if min(others) <= slow.last_step:  # type: ignore[operator, type-var]
+        return None  # not alone behind: its group stopped together (a collective, not one rank)
+    ahead = int(median(others))  # type: ignore[arg-type]
+    intervals = [p.step_interval_s for p in prog if p.step_interval_s]
+    if not intervals or slow.rank == first.rank:
+        return None
+    step_s = median(intervals)
+    assert slow.last_step is not None and slow.last_step_ts is not None and ahead is not None
+    if ahead - slow.last_step < STALL_STEPS or first.ts - slow.last_step_ts < STALL_STEPS * step_s + 5.0:
+        return None
+    v = corr.ranks.get(slow.rank)
+    if v is not None and (v.first_root is not None or v.first_cascade is not None):
+        return None  # it reported a fault of its own
+    reasons = [
+        f"rank {slow.rank}'s progress stopped at step {slow.last_step} ({iso(slow.last_step_ts)}), "
+        f"{first.ts - slow.last_step_ts:.0f} s before the first error, while its peers went on (to step {ahead}, median)"
+    ]
+    stack = next((e for e in (v.events if v else []) if e.fields.get("top_frame")), None)
+    if stack is not None:
+        loader = any("dataloader" in f or "__getitem__" in f or "fetch" in f for f in stack.context[:4])
+        reasons.append(f"when it was stopped it was in {stack.fields['top_frame']}" + (" (inside the data loader)" if loader else ""))
+    return Candidate("silent", None, slow.rank, None, slow.last_step_ts + step_s, Category.HANG, reasons)
+
+
 def _straggler(ev: Evidence) -> Candidate | None:
     """The rank whose own compute time stands out, over the whole run or over its last quarter.
 
@@ -292,7 +335,12 @@ def _hypothesis(c: Candidate, corr: Correlation, ev: Evidence) -> Hypothesis:
     if root is not None:
         what = root.text.strip()
     elif c.kind == "silent" and cat == Category.HANG:
-        what = "stopped making progress; its peers timed out waiting for it"
+        timed_out = any(
+            v.first_cascade is not None and v.first_cascade.category == Category.HANG for v in corr.ranks.values()
+        )
+        what = "stopped making progress; " + (
+            "its peers timed out waiting for it" if timed_out else "the job was stalled on it before the first error"
+        )
     elif c.kind == "silent":
         what = "left the job without an error of its own; its peers lost their connections to it"
     else:
@@ -404,6 +452,10 @@ def attribute(corr: Correlation, ev: Evidence, warnings: Sequence[str] = (), lat
     if ev.ctx is not None:
         cands = date_lost_hosts(cands, corr, ev.progress, ev.ctx.topology)  # also absorbs peer errors
         cands.sort(key=candidate_order)
+    if cands:
+        stalled = _stalled_first(cands[0], corr, ev)
+        if stalled is not None:
+            cands.insert(0, stalled)
     if not cands:
         cands = _silent_candidates(corr, ev)
     if not cands:

@@ -195,6 +195,7 @@ class RankProgress:
     median_step_ms: float | None = None
     host: str | None = None
     recent_step_ms: float | None = None  # median over the last quarter of its steps (a late slowdown)
+    step_interval_s: float | None = None  # wall seconds between its progress lines
 
 
 @dataclass(slots=True)

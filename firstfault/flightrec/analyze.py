@@ -80,6 +80,7 @@ _TORCH_FRAME_MARKERS = (
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+EXPLAINED_SHOWN = 64
 
 
 def _shallow(obj: Any) -> dict[str, Any]:
@@ -141,7 +142,11 @@ class FRGroupSummary:
 
     def to_dict(self) -> dict[str, Any]:
         d = _shallow(self)
-        d["explained"] = {str(k): v for k, v in self.explained.items()}
+        # at 16k ranks a group explains thousands of members: the first ones say it, a count says the rest
+        shown = list(self.explained.items())[:EXPLAINED_SHOWN]
+        d["explained"] = {str(k): v for k, v in shown}
+        if len(self.explained) > EXPLAINED_SHOWN:
+            d["explained_more"] = len(self.explained) - EXPLAINED_SHOWN
         d["size"] = len(self.ranks)
         if len(self.ranks) > 64:
             d["ranks"] = compress_ranks(self.ranks)

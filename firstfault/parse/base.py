@@ -112,6 +112,8 @@ class Progress:
 
     last_step: int | None = None
     last_ts: float | None = None
+    first_step: int | None = None  # the first step of the window read (the file's tail)
+    first_ts: float | None = None
     steps_seen: int = 0
     step_ms: list[float] = field(default_factory=list)
     last_source: str | None = None

@@ -8,6 +8,7 @@ the event's fields. Hooks stay few and generic; the wording they match is still 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 
 from firstfault.parse.base import ParseContext
@@ -55,7 +56,7 @@ def faulthandler_stack(ev: Event, hit: Hit, ctx: ParseContext) -> None:
             if frames or line.strip():
                 break
             continue
-        frames.append(f"{m['file']}:{m['line']} in {m['func']}")
+        frames.append(sys.intern(f"{m['file']}:{m['line']} in {m['func']}"))  # 16k ranks, one stack
     if frames:
         ev.context = frames
         ev.fields["top_frame"] = frames[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from statistics import median
@@ -43,6 +44,9 @@ class ParseResult:
         out = []
         for rank, p in sorted(self.ctx.progress(attempt).items()):
             med = median(p.step_ms) if p.step_ms else None
+            interval = None
+            if p.first_ts is not None and p.last_ts is not None and p.last_step and p.last_step > (p.first_step or 0):
+                interval = (p.last_ts - p.first_ts) / (p.last_step - (p.first_step or 0))
             tail = p.step_ms[-max(RECENT_MIN_STEPS, len(p.step_ms) // 4) :]
             recent = median(tail) if len(p.step_ms) >= 2 * RECENT_MIN_STEPS else None
             out.append(
@@ -54,6 +58,7 @@ class ParseResult:
                     median_step_ms=med,
                     host=self.ctx.topology.rank_host.get(rank),
                     recent_step_ms=recent,
+                    step_interval_s=round(interval, 3) if interval else None,
                 )
             )
         return out
@@ -69,7 +74,8 @@ def _frames(hit: Hit) -> list[str]:
         if bare.startswith("Traceback (most recent call last)"):
             break
     out.reverse()
-    return out if out and out[0].startswith("Traceback") else []
+    # the same traceback repeats on thousands of ranks: one copy of each frame line
+    return [sys.intern(x) for x in out] if out and out[0].startswith("Traceback") else []
 
 
 def _year_hint(bundle: Bundle) -> int | None:
@@ -256,6 +262,8 @@ def _progress(
     if r is None:
         return
     p = ctx.progress_by_attempt.setdefault(sf.attempt or 0, {}).setdefault(r, Progress())
+    if ts is not None and (p.first_step is None or step < p.first_step):
+        p.first_step, p.first_ts = step, ts
     if p.last_step is None or step >= p.last_step:
         p.last_step = step
         p.last_ts = ts
