@@ -212,29 +212,32 @@ def _stalled_first(first: Candidate, corr: Correlation, ev: Evidence) -> Candida
     prog = [p for p in ev.progress if p.last_step is not None and p.last_step_ts is not None]
     if len(prog) < 2:
         return None
-    slow = min(prog, key=lambda p: (p.last_step, p.last_step_ts))
-    others = [p.last_step for p in prog if p.rank != slow.rank]
-    if min(others) <= slow.last_step:  # type: ignore[operator, type-var]
+    slow = min(prog, key=lambda p: (p.last_step or 0, p.last_step_ts or 0.0))
+    last = slow.last_step or 0
+    others = [p.last_step or 0 for p in prog if p.rank != slow.rank]
+    if min(others) <= last:
         return None  # not alone behind: its group stopped together (a collective, not one rank)
-    ahead = int(median(others))  # type: ignore[arg-type]
+    ahead = int(median(others))
     intervals = [p.step_interval_s for p in prog if p.step_interval_s]
     if not intervals or slow.rank == first.rank:
         return None
     step_s = median(intervals)
-    assert slow.last_step is not None and slow.last_step_ts is not None and ahead is not None
-    if ahead - slow.last_step < STALL_STEPS or first.ts - slow.last_step_ts < STALL_STEPS * step_s + 5.0:
+    assert slow.last_step is not None and slow.last_step_ts is not None
+    if ahead - last < STALL_STEPS or first.ts - slow.last_step_ts < STALL_STEPS * step_s + 5.0:
         return None
     v = corr.ranks.get(slow.rank)
     if v is not None and (v.first_root is not None or v.first_cascade is not None):
         return None  # it reported a fault of its own
     reasons = [
         f"rank {slow.rank}'s progress stopped at step {slow.last_step} ({iso(slow.last_step_ts)}), "
-        f"{first.ts - slow.last_step_ts:.0f} s before the first error, while its peers went on (to step {ahead}, median)"
+        f"{first.ts - slow.last_step_ts:.0f} s before the first error, while its peers went on "
+        f"(to step {ahead}, median)"
     ]
     stack = next((e for e in (v.events if v else []) if e.fields.get("top_frame")), None)
     if stack is not None:
         loader = any("dataloader" in f or "__getitem__" in f or "fetch" in f for f in stack.context[:4])
-        reasons.append(f"when it was stopped it was in {stack.fields['top_frame']}" + (" (inside the data loader)" if loader else ""))
+        where = stack.fields["top_frame"]
+        reasons.append(f"when it was stopped it was in {where}" + (" (inside the data loader)" if loader else ""))
     return Candidate("silent", None, slow.rank, None, slow.last_step_ts + step_s, Category.HANG, reasons)
 
 
@@ -317,7 +320,11 @@ def _hypothesis(c: Candidate, corr: Correlation, ev: Evidence) -> Hypothesis:
     cat = _category_for(c, corr)
     ranks: list[int] = [c.rank] if c.rank is not None else []
     ranks += sorted(
-        {e.rank for e in c.supporting if e.rank is not None and e.rank not in ranks and (not c.host or e.host == c.host)}
+        {
+            e.rank
+            for e in c.supporting
+            if e.rank is not None and e.rank not in ranks and (not c.host or e.host == c.host)
+        }
     )
     if c.rank is None and c.host and ev.ctx:
         ranks = ranks or ev.ctx.topology.host_ranks(c.host)

@@ -200,7 +200,8 @@ def _same_block(a: Event, b: Event, lines: int = 5) -> bool:
     """Two lines of one message: ``DistBackendError: NCCL error in: ... internal error`` and the
     ``ncclInternalError: Internal check failed.`` right below it are one report, not a victim's
     timeout followed by an error of its own."""
-    return a.source == b.source and abs(a.line - b.line) <= lines and (a.ts is None or b.ts is None or abs(a.ts - b.ts) < 1)
+    near_in_time = a.ts is None or b.ts is None or abs(a.ts - b.ts) < 1
+    return a.source == b.source and abs(a.line - b.line) <= lines and near_in_time
 
 
 def _exit_candidate(v: RankView) -> Candidate | None:

@@ -87,7 +87,9 @@ def absorb_peer_errors(cands: list[Candidate], topo: Topology) -> list[Candidate
             c.supporting.append(o.event)
             out.remove(o)
         if followers:
-            c.reasons.append(f"{len(followers)} peer(s) lost their connections to {c.host} after it: they follow from it")
+            c.reasons.append(
+                f"{len(followers)} peer(s) lost their connections to {c.host} after it: they follow from it"
+            )
     return out
 
 

@@ -92,7 +92,7 @@ class _FRBeside:
         finally:
             self.close()
         warnings.extend(warns)
-        return fr  # type: ignore[no-any-return]
+        return fr
 
     def close(self) -> None:
         if self.pool is not None:

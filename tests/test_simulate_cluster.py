@@ -291,8 +291,8 @@ def simulated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     root = tmp_path_factory.mktemp("wording")
     lines: dict[str, list[str]] = {}
     runs = [("dataloader_hang", {}), ("xid79", {}), ("xid48", {}), ("xid119", {}), ("nic_down", {}),
-            ("host_oom", {}), ("node_failure:host=gpu0002", {"kill_on_bad_exit": False}), ("nccl_bug", {}), ("disk_full", {}),
-            ("time_limit", {}), ("exception", {"kill_on_bad_exit": False})]
+            ("host_oom", {}), ("node_failure:host=gpu0002", {"kill_on_bad_exit": False}), ("nccl_bug", {}),
+            ("disk_full", {}), ("time_limit", {}), ("exception", {"kill_on_bad_exit": False})]
     for kind, kw in runs:
         out, _ = _sim(root, kind, hosts=2, gpus_per_host=4, **kw)  # type: ignore[arg-type]
         for k, v in _texts(out).items():

@@ -966,8 +966,8 @@ def _analyse_collectives(
         changed = _changed_since_last_call(by_seq, s, sigs) if tie else {}
         for r in odd:
             e = present[r]
-            if tie and changed.get(r) is not None:
-                before = changed[r]
+            before = changed.get(r) if tie else None
+            if before is not None:
                 if before != sigs[r]:
                     text = (
                         f"at collective #{s} of {label} rank {r} issued {_sig_text(sigs[r])} where its previous call "

@@ -17,7 +17,7 @@ from statistics import median
 from typing import Any
 
 from firstfault.discover import Bundle, SourceFile
-from firstfault.match.registry import Registry, Signature
+from firstfault.match.registry import Registry
 from firstfault.parse import hooks, kernel, nccl, slurm  # noqa: F401  (kernel, nccl, slurm register parsers)
 from firstfault.parse import progress as progress_mod
 from firstfault.parse.base import ParseContext, Progress, Topology, parser_for, remap_ranks, strip_prefixes

@@ -62,7 +62,9 @@ _ENV_ECHO = re.compile(
 )
 # torchrun agent lines naming a worker: "failed (exitcode: 1) local_rank: 0 (pid: ...)"
 # torchrun's own glog lines (the agent, not a worker): "W1202 16:28:56.950997 1228267 torch/distributed/run.py:793]"
-_TORCHRUN_AGENT = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ torch/distributed/(?:run\.py|elastic/agent/|elastic/multiprocessing/api\.py)")
+_TORCHRUN_AGENT = re.compile(
+    r"^[IWEF]\d{4} [\d:.]+ +\d+ torch/distributed/(?:run\.py|elastic/agent/|elastic/multiprocessing/api\.py)"
+)
 _AGENT_LR = re.compile(r"\blocal_rank: (?P<lr>\d+)\b")
 _KV_KEY = re.compile(r"(?:^|(?<=\s))(?P<key>[A-Za-z][\w/:.()-]*)=")
 _TPN = re.compile(r"^(?P<n>\d+)(?:\(x(?P<times>\d+)\))?$")

@@ -20,7 +20,8 @@ _ISO = re.compile(
 # in brackets: "[E1202 12:46:34.764000 3532 torch/csrc/...]"; newer c10 drops the thread id:
 # "[rank3]:[E1202 14:57:42.578407236 ProcessGroupNCCL.cpp:683]".
 _GLOG = re.compile(
-    r"(?:^|[\[\s:])[IWEF](?P<mo>\d{2})(?P<d>\d{2}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})\.(?P<frac>\d{1,9})\s+(?:\d+\s)?"
+    r"(?:^|[\[\s:])[IWEF](?P<mo>\d{2})(?P<d>\d{2}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
+    r"\.(?P<frac>\d{1,9})\s+(?:\d+\s)?"
 )
 
 
