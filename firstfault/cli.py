@@ -7,7 +7,6 @@ a batch job can do too. Exit codes: 0 a verdict (or report), 2 unusable input.
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -84,7 +83,7 @@ def analyze(
         verdict = run(path, signatures or [])
     except (BundleError, SignatureError) as exc:
         raise _fail(exc) from None
-    v = verdict.to_dict()
+    v = verdict.to_dict() if (markdown or html) else {}  # the full dict only for the full reports
     if markdown:
         from firstfault.report.markdown import render_markdown
 
@@ -94,11 +93,14 @@ def analyze(
 
         write_html(v, html)
     if json_out:
-        sys.stdout.write(json.dumps(v, indent=2) + "\n")
+        from firstfault.report.json_out import write_json
+
+        write_json(verdict, sys.stdout)
     else:
+        from firstfault.report.json_out import terminal_dict
         from firstfault.report.terminal import render
 
-        render(v)
+        render(v or terminal_dict(verdict))
         for p, what in ((markdown, "Markdown"), (html, "HTML")):
             if p:
                 err.print(f"{what} report written to {p}")

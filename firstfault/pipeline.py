@@ -198,9 +198,12 @@ def fr_events(fr: dict[str, Any] | None, bundle: Bundle, start_id: int) -> list[
 
 
 def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
+    from firstfault.flightrec.load import gc_paused
+
     fr_beside = _FRBeside(bundle)  # flight-recorder dumps load beside the log parse
     try:
-        return _analyze_bundle(bundle, registry, fr_beside)
+        with gc_paused():  # hundreds of thousands of acyclic events: no cycles for the GC to find
+            return _analyze_bundle(bundle, registry, fr_beside)
     finally:
         fr_beside.close()
 

@@ -218,7 +218,8 @@ class Verdict:
     flight_recorder: dict[str, Any] | None = None
     stats: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, chain: bool = True) -> dict[str, Any]:
+        """The v1 JSON object; ``chain=False`` leaves ``causal_chain`` empty (streamed elsewhere)."""
         return {
             "schema_version": SCHEMA_VERSION,
             "tool": "firstfault",
@@ -231,7 +232,7 @@ class Verdict:
                 "reasons": list(self.reasons),
             },
             "root_event": self.root_event.to_dict() if self.root_event else None,
-            "causal_chain": [c.to_dict() for c in self.causal_chain],
+            "causal_chain": [c.to_dict() for c in self.causal_chain] if chain else [],
             "explained_fraction": round(self.explained_fraction, 4),
             "alternatives": [h.to_dict() for h in self.alternatives],
             "progress": [asdict(p) for p in self.progress],

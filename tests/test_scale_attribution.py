@@ -117,3 +117,30 @@ def test_agent_offsets_extrapolate_only_from_a_uniform_layout() -> None:
     for line in ("1: [default0]:[rank8]: x", "2: [default0]:[rank12]: x"):
         g.learn_line(line)
     assert g.offset_of(5) is None  # 8 per agent for one, 6 for the other: no single nproc
+
+
+def test_streamed_json_is_the_verdict_dict(tmp_path: Path) -> None:
+    """``analyze --json`` streams the chain; the bytes are json.dumps of the v1 dict either way."""
+    import io
+    import json
+
+    from firstfault.pipeline import analyze
+    from firstfault.report import json_out
+
+    scen = next(s for s in plan(120, 0, SMALL) if s.name == "069_nccl_bug_128")
+    run_one(scen, str(tmp_path), keep=True)
+    v = analyze(tmp_path / scen.name)
+    buf = io.StringIO()
+    json_out.write_json(v, buf)
+    assert buf.getvalue() == json.dumps(v.to_dict(), indent=2) + "\n"
+    old = json_out.INDENT_MAX_LINKS
+    try:
+        json_out.INDENT_MAX_LINKS = 0
+        buf = io.StringIO()
+        json_out.write_json(v, buf)
+        assert buf.getvalue() == json.dumps(v.to_dict(), separators=(",", ":")) + "\n"
+    finally:
+        json_out.INDENT_MAX_LINKS = old
+    t = json_out.terminal_dict(v, keep=5)
+    assert t["causal_chain_total"] == len(v.causal_chain) and len(t["causal_chain"]) <= 5 + 5
+    assert sum(t["causal_chain_roles"].values()) == len(v.causal_chain)

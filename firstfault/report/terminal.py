@@ -53,7 +53,8 @@ def render(v: dict[str, Any], console: Console | None = None, max_chain: int = 1
         head.add_row("root event", Text(f"{re_['file']}:{re_['line']}  {iso(re_['timestamp'])}"))
         head.add_row("", Text(re_["text"][:300], style="red"))
     head.add_row(
-        "explained", f"{v['explained_fraction'] * 100:.0f}% of {len(v['causal_chain'])} error events"
+        "explained",
+        f"{v['explained_fraction'] * 100:.0f}% of {v.get('causal_chain_total', len(v['causal_chain']))} error events",
     )
     console.print(Panel(head, title=Text(vd["summary"][:200], style="bold"), title_align="left"))
     if vd.get("reasons"):
@@ -61,7 +62,8 @@ def render(v: dict[str, Any], console: Console | None = None, max_chain: int = 1
             console.print(f"  • {r}", style="dim" if r.startswith("confidence:") else None, markup=False)
     chain = v["causal_chain"]
     if chain:
-        roles = Counter(c["role"] for c in chain)
+        roles = v.get("causal_chain_roles") or Counter(c["role"] for c in chain)
+        total = v.get("causal_chain_total", len(chain))
         t = Table(title=f"causal chain ({', '.join(f'{n} {r}' for r, n in roles.items())})", show_lines=False)
         for col in ("time", "role", "rank", "signature", "text"):
             t.add_column(col, overflow="fold")
@@ -75,10 +77,8 @@ def render(v: dict[str, Any], console: Console | None = None, max_chain: int = 1
                 Text(message(c["text"])[:160]),
             )
         console.print(t)
-        if len(chain) > max_chain:
-            console.print(
-                f"  … {len(chain) - max_chain} more events (use --json or --markdown for all)", style="dim"
-            )
+        if total > max_chain:
+            console.print(f"  … {total - max_chain} more events (use --json or --markdown for all)", style="dim")
     if v.get("alternatives"):
         console.print("alternatives:", style="bold")
         for a in v["alternatives"]:
