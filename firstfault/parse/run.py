@@ -209,7 +209,7 @@ def parse_file(
     return events, flagged
 
 
-PROGRESS_TAIL = 32 * 1024  # ~250 progress lines: the last step and the recent step times
+PROGRESS_TAIL = 16 * 1024  # ~120 progress lines: the last step and the recent step times
 
 
 def _head_and_tail(sf: SourceFile, ctx: ParseContext, total_lines: int, own_progress: bool) -> None:
@@ -239,17 +239,32 @@ def _head_and_tail(sf: SourceFile, ctx: ParseContext, total_lines: int, own_prog
     if lines and lines[-1] == "":
         lines.pop()
     first_no = total_lines - len(lines) + 1
+    seen: dict[int, _Seen] = {}
     for i, raw in enumerate(lines):
         if not any(lit in raw for lit in progress_mod.LITERALS):
             continue
         text, local_rank, rank = strip_prefixes(raw)
         if rank is None:
             rank = local_rank if local_rank is not None else sf.local_rank
-        _progress(text, rank, parse_timestamp(text, ctx.year_hint), ctx, sf, first_no + i)
+        _progress(text, rank, ctx, sf, first_no + i, seen)
+    _merge_progress(seen, ctx, sf)
+
+
+@dataclass(slots=True)
+class _Seen:
+    """One rank's progress lines of one file tail; timestamps are read for two lines only."""
+
+    first_step: int
+    first_text: str
+    last_step: int
+    last_text: str
+    last_line: int
+    steps: int = 0
+    ms: list[float] = field(default_factory=list)
 
 
 def _progress(
-    text: str, rank: int | None, ts: float | None, ctx: ParseContext, sf: SourceFile, line: int
+    text: str, rank: int | None, ctx: ParseContext, sf: SourceFile, line: int, seen: dict[int, _Seen]
 ) -> None:
     got = progress_mod.match_progress(text)
     if got is None:
@@ -261,16 +276,35 @@ def _progress(
     r = named if named is not None else rank
     if r is None:
         return
-    p = ctx.progress_by_attempt.setdefault(sf.attempt or 0, {}).setdefault(r, Progress())
-    if ts is not None and (p.first_step is None or step < p.first_step):
-        p.first_step, p.first_ts = step, ts
-    if p.last_step is None or step >= p.last_step:
-        p.last_step = step
-        p.last_ts = ts
-        p.last_source, p.last_line, p.last_text = sf.rel, line, text[:MAX_TEXT]
-    p.steps_seen += 1
-    if ms is not None and len(p.step_ms) < 100_000:
-        p.step_ms.append(ms)
+    s = seen.get(r)
+    if s is None:
+        s = seen[r] = _Seen(step, text, step, text, line)
+    elif step < s.first_step:
+        s.first_step, s.first_text = step, text
+    if step >= s.last_step:
+        s.last_step, s.last_text, s.last_line = step, text, line
+    s.steps += 1
+    if ms is not None:
+        s.ms.append(ms)
+
+
+def _merge_progress(seen: dict[int, _Seen], ctx: ParseContext, sf: SourceFile) -> None:
+    """Fold a file's per-rank progress into the bundle's (first and last step, with their times)."""
+    prog = ctx.progress_by_attempt.setdefault(sf.attempt or 0, {})
+    for r, s in seen.items():
+        p = prog.setdefault(r, Progress())
+        if p.first_step is None or s.first_step < p.first_step:
+            ts = parse_timestamp(s.first_text, ctx.year_hint)
+            if ts is not None:
+                p.first_step, p.first_ts = s.first_step, ts
+        if p.last_step is None or s.last_step >= p.last_step:
+            p.last_step = s.last_step
+            p.last_ts = parse_timestamp(s.last_text, ctx.year_hint)
+            p.last_source, p.last_line, p.last_text = sf.rel, s.last_line, s.last_text[:MAX_TEXT]
+        p.steps_seen += s.steps
+        room = 100_000 - len(p.step_ms)
+        if room > 0:
+            p.step_ms.extend(s.ms[:room])
 
 
 # Workers pay a fork and the shipping of their events back: worth it for many files or many bytes.
