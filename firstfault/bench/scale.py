@@ -373,7 +373,11 @@ class SpeedRow:
 
 
 def _wait(cmd: list[str], stdout: Any = subprocess.DEVNULL, limit_s: float = 0.0) -> tuple[float, float, int]:
-    """Run ``cmd``; (wall s, peak RSS MB, exit code). Killed (rc -9) after ``limit_s`` when set."""
+    """Run ``cmd``; (wall s, peak memory MB, exit code). Killed (rc -9) after ``limit_s`` when set.
+
+    Peak memory is the larger of the biggest single process's RSS (the kernel's ``ru_maxrss``)
+    and the sampled sum of PSS over the whole process tree (forked parse workers and the FR
+    process run at once; PSS counts a page they share once, not once per process)."""
     import threading
 
     t0 = time.perf_counter()
@@ -392,14 +396,13 @@ def _wait(cmd: list[str], stdout: Any = subprocess.DEVNULL, limit_s: float = 0.0
         if timer:
             timer.cancel()
     sampler.join(timeout=1.0)
-    # the larger of the biggest single process (kernel's count) and the sampled sum over the
-    # process tree (forked workers and the FR process run at once; shared pages count twice)
     peak = max(usage.ru_maxrss / 1024, tree_peak[0])
     return time.perf_counter() - t0, peak, os.waitstatus_to_exitcode(status)
 
 
-def _sample_tree_rss(pid: int, done: Any, peak: list[float], every_s: float = 0.05) -> None:
-    """Sum of RSS over ``pid`` and its descendants, sampled until ``done``; max kept in ``peak``."""
+def _sample_tree_rss(pid: int, done: Any, peak: list[float], every_s: float = 0.1) -> None:
+    """Sum of PSS over ``pid`` and its descendants, sampled until ``done``; max kept in ``peak``.
+    (RSS where PSS cannot be read.)"""
     try:
         import psutil
     except ImportError:  # the dev extra brings it; without it only the kernel's figure is reported
@@ -414,7 +417,7 @@ def _sample_tree_rss(pid: int, done: Any, peak: list[float], every_s: float = 0.
             total = 0
             for q in procs:
                 try:
-                    total += q.memory_info().rss
+                    total += getattr(q.memory_full_info(), "pss", 0) or q.memory_info().rss
                 except psutil.Error:
                     continue
             peak[0] = max(peak[0], total / 2**20)

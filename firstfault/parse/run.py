@@ -311,6 +311,7 @@ def _merge_progress(seen: dict[int, _Seen], ctx: ParseContext, sf: SourceFile) -
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 PARALLEL_MIN_FILES = 1500
 SKIP_TEE_MIN_RANKS = 256
+TASK_FILES = 400
 _FORKED: tuple[Bundle, Registry, ParseContext] | None = None
 
 
@@ -382,12 +383,14 @@ def _merge(into: ParseContext, part: ParseContext) -> None:
 
 def _split(files: list[SourceFile], jobs: int) -> list[list[int]]:
     """Balance by bytes; keep each group in file order so results merge deterministically."""
+    import heapq
+
     groups: list[list[int]] = [[] for _ in range(jobs)]
-    load = [0] * jobs
+    load = [(0, k) for k in range(jobs)]  # (bytes so far, group): the lightest group takes the next file
     for i in sorted(range(len(files)), key=lambda i: -files[i].size):
-        k = load.index(min(load))
+        size, k = heapq.heappop(load)
         groups[k].append(i)
-        load[k] += files[i].size + 4096
+        heapq.heappush(load, (size + files[i].size + 4096, k))
     return [sorted(g) for g in groups if g]
 
 
@@ -419,19 +422,19 @@ def parse_bundle(
         registry.finder  # noqa: B018  (compile once, before forking)
         _FORKED = (bundle, registry, ctx)
         try:
+            # many small tasks, not one per worker: a worker then holds a few hundred files' events at
+            # a time (not half the bundle's) while it ships them back
+            groups = _split(bundle.files, max(jobs, len(bundle.files) // TASK_FILES))
+            events = []
             with mp.get_context("fork").Pool(jobs) as pool:
-                parts = pool.map(_worker, _split(bundle.files, jobs))
+                for evs, part, read, nbytes, flagged in pool.imap(_worker, groups):  # merged as they come
+                    events.extend(evs)
+                    _merge(ctx, part)
+                    result.files_read += read
+                    result.bytes_read += nbytes
+                    result.lines_flagged += flagged
         finally:
             _FORKED = None
-        events = []
-        for evs, part, read, nbytes, flagged in parts:
-            for e in evs:
-                e.id = len(events)
-                events.append(e)
-            _merge(ctx, part)
-            result.files_read += read
-            result.bytes_read += nbytes
-            result.lines_flagged += flagged
         events.sort(key=lambda e: (e.source, e.line))
         for i, e in enumerate(events):
             e.id = i
