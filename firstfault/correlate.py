@@ -196,12 +196,19 @@ def _earlier(a: Event | None, b: Event | None) -> bool:
     return ta < tb
 
 
-def _same_block(a: Event, b: Event, lines: int = 5) -> bool:
+# The process dying after an exception: always a report of its own, never the exception's tail.
+_ABORTS = ("cpp.terminate", "python.fatal_abort")
+
+
+def _same_block(a: Event, b: Event, lines: int = 3) -> bool:
     """Two lines of one message: ``DistBackendError: NCCL error in: ... internal error`` and the
     ``ncclInternalError: Internal check failed.`` right below it are one report, not a victim's
-    timeout followed by an error of its own."""
+    timeout followed by an error of its own. (``Connection reset by peer`` and the
+    ``terminate called without an active exception`` of the dying process below it are two.)"""
+    if b.signature.startswith(_ABORTS) or a.signature.startswith(_ABORTS):
+        return False
     near_in_time = a.ts is None or b.ts is None or abs(a.ts - b.ts) < 1
-    return a.source == b.source and abs(a.line - b.line) <= lines and near_in_time
+    return a.source == b.source and 0 < b.line - a.line <= lines and near_in_time
 
 
 def _exit_candidate(v: RankView) -> Candidate | None:
