@@ -7,7 +7,8 @@
   confusion matrix, and every miss with what was expected and what firstfault said.
 * ``scale-speed``: bundles of 1,024 / 4,096 / 16,384 ranks (and longer runs up to several GB);
   for each, ``grep -E`` with the registry's literal set and ``firstfault analyze --json`` run
-  as subprocesses over the same files: wall time, MB/s, peak memory (PSS summed over the process tree), and the ratio to grep.
+  as subprocesses over the same files: wall time, MB/s, peak memory (PSS summed over the
+  process tree), and the ratio to grep.
 
 Results go to Markdown and to a PNG drawn with a small built-in rasteriser (no plotting
 library is installed here; see :func:`png_chart`).
@@ -508,7 +509,8 @@ def run_speed(out: Path, sizes: Sequence[int] = (1024, 4096, 16384), long_steps:
 def render_speed(rows: list[SpeedRow]) -> str:
     md = ["# Cluster-scale speed: firstfault against grep -E over the same files", "",
           "| ranks | steps | bundle MB | text MB | files | generate s | grep -E s | grep MB/s | firstfault s | "
-          "firstfault MB/s | ratio to grep | peak memory MB (PSS, process tree) | time to verdict s (pipeline) | verdict right |",
+          "firstfault MB/s | ratio to grep | peak memory MB (PSS, process tree) | "
+          "time to verdict s (pipeline) | verdict right |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ff = f"{r.ff_s:.1f}" if r.rc == 0 else f">{r.ff_s:.0f} (killed)" if r.rc < 0 else f"{r.ff_s:.1f} (rc {r.rc})"
@@ -771,7 +773,8 @@ def bench_scale_speed_command(
     workdir: Annotated[Path | None, typer.Option("--workdir", help="Where bundles are written")] = None,
     limit: Annotated[float, typer.Option("--limit", help="Kill an analysis after this many seconds (0: never)")] = 0.0,
 ) -> None:
-    """Throughput against grep -E, time to verdict and peak memory at 1,024 / 4,096 / 16,384 ranks and GB-scale bundles."""
+    """Throughput against grep -E, time to verdict and peak memory at 1,024 / 4,096 / 16,384 ranks
+    and GB-scale bundles."""
     if kind not in KINDS:
         raise typer.BadParameter(f"choose from {', '.join(FAULT_KINDS)}")
     rows = run_speed(out, [int(x) for x in sizes.split(",") if x.strip()],
