@@ -115,8 +115,10 @@ def _share_block_times(events: Sequence[Event], lines: int = 5) -> None:
         for i, e in enumerate(evs):
             if e.ts_quality != "inherited" or e.ts is None:
                 continue
-            for o in evs[max(0, i - 2) : i + 3]:
-                close = o is not e and abs(o.line - e.line) <= lines and o.ts is not None
+            for o in evs[max(0, i - 2) : i]:  # a report's first line lends to the lines below it
+                if o.role not in (Role.ROOT, Role.CASCADE) or o.signature.startswith(("cpp.terminate", "python.fatal")):
+                    continue  # a tear-down dump or the dying process's abort is a later report of its own
+                close = e.line - o.line <= lines and o.ts is not None
                 # one report is printed at one moment: any bound on one line bounds them all
                 if close and o.ts_quality != "none" and o.ts > e.ts:  # type: ignore[operator]
                     e.ts, e.ts_quality = o.ts, o.ts_quality
