@@ -171,11 +171,9 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
                 )
         if p and p.last_step is not None:
             reasons.append(f"its last progress was step {p.last_step} at {iso(p.last_step_ts)}")
-        stack = next((e for e in corr.ranks[r].events if e.fields.get("top_frame")), None)
-        if stack is not None and not exiting:
-            where = stack.fields["top_frame"]
-            loader = any("dataloader" in f or "__getitem__" in f or "fetch" in f for f in stack.context[:4])
-            reasons.append(f"when it was stopped it was in {where}" + (" (inside the data loader)" if loader else ""))
+        where = None if exiting else _where_stopped(corr.ranks[r].events)
+        if where:
+            reasons.append(where)
         if r in fr_pos_of:
             fc = fr_list[fr_pos_of[r]]
             reasons.append(f"flight recorder: {fc.get('reason', fc.get('kind'))}")
@@ -193,6 +191,16 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
 
     out.sort(key=key)
     return out
+
+
+def _where_stopped(events: Sequence[Event]) -> str | None:
+    """Where a rank's stack dump (faulthandler on SIGTERM) shows it was when it was stopped."""
+    stack = next((e for e in events if e.fields.get("top_frame")), None)
+    if stack is None:
+        return None
+    loader = any("dataloader" in f or "__getitem__" in f or "fetch" in f for f in stack.context[:4])
+    where = f"when it was stopped it was in {stack.fields['top_frame']}"
+    return where + (" (inside the data loader)" if loader else "")
 
 
 STALL_STEPS = 3  # how many steps its peers must have gone on for a rank's stop to count
@@ -233,11 +241,9 @@ def _stalled_first(first: Candidate, corr: Correlation, ev: Evidence) -> Candida
         f"{first.ts - slow.last_step_ts:.0f} s before the first error, while its peers went on "
         f"(to step {ahead}, median)"
     ]
-    stack = next((e for e in (v.events if v else []) if e.fields.get("top_frame")), None)
-    if stack is not None:
-        loader = any("dataloader" in f or "__getitem__" in f or "fetch" in f for f in stack.context[:4])
-        where = stack.fields["top_frame"]
-        reasons.append(f"when it was stopped it was in {where}" + (" (inside the data loader)" if loader else ""))
+    where = _where_stopped(v.events if v else [])
+    if where:
+        reasons.append(where)
     return Candidate("silent", None, slow.rank, None, slow.last_step_ts + step_s, Category.HANG, reasons)
 
 
