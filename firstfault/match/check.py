@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import time
 
-from firstfault.match.registry import Registry, Signature
+from collections import Counter
+
+from firstfault.match.registry import Registry, Signature, builtin_files, load_file
 from firstfault.parse.base import strip_prefixes
 
 PROBE_CHARS = 16 * 1024
@@ -85,6 +87,8 @@ def check_signature(reg: Registry, sig: Signature, timing: bool = True) -> list[
 def check_registry(reg: Registry, timing: bool = True) -> list[str]:
     """Problems found in the whole registry (empty when it is sound)."""
     problems: list[str] = []
+    ids = Counter(s.id for name, text in builtin_files() for s in load_file(name, text))
+    problems += [f"{sid}: defined {n} times among the built-in files" for sid, n in ids.items() if n > 1]
     for sig in reg.signatures:
         problems.extend(check_signature(reg, sig, timing))
     return problems
