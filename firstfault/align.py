@@ -85,6 +85,8 @@ def fold_duplicates(events: Sequence[Event]) -> tuple[list[Event], int]:
         reps = groups.setdefault((e.rank, e.signature, e.text.strip()), [])
         for i in reps:
             k = kept[i]
+            if e.rank is None and k.source == e.source:
+                continue  # a console without prefixes: the same line twice is two processes printing it
             if _same_fact(k, e):
                 if _score(e) > _score(k):
                     kept[i], e = e, k

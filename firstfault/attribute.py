@@ -18,6 +18,7 @@ from typing import Any
 from firstfault.correlate import (
     Candidate,
     Correlation,
+    RankView,
     arrival_order,
     candidate_order,
     corroborates,
@@ -29,6 +30,17 @@ from firstfault.correlate import (
 from firstfault.lost_hosts import date_lost_hosts
 from firstfault.parse.base import ParseContext
 from firstfault.parse.timestamps import iso
+from firstfault.reason.configuration import (
+    CommonFailure,
+    TrainingSeen,
+    before_training,
+    common_failure,
+    pretraining_category,
+    template_key,
+)
+from firstfault.reason.causality import RING_RECV, awaited_ranks, group_mismatch, ring_sender
+from firstfault.reason.unrecognised import unrecognised_candidates
+from firstfault.reason.window import JobWindow
 from firstfault.records import (
     Action,
     Category,
@@ -75,6 +87,8 @@ class Evidence:
     ctx: ParseContext | None = None
     action_of: dict[str, Action] = field(default_factory=dict)
     fr_events: list[Event] = field(default_factory=list)
+    window: JobWindow | None = None
+    launch_start: float | None = None  # the job's start as a launcher or the scheduler recorded it
 
 
 def _weak(c: Candidate) -> bool:
@@ -97,6 +111,7 @@ def _gpu_of(rank: int | None, ev: Event | None, ctx: ParseContext | None) -> lis
     return []
 
 
+DETAIL_MISMATCH = "torch.collective_mismatch_detail"
 _SHUTDOWN_ABORTS = {"python.fatal_abort", "cpp.terminate_no_exception"}
 
 
@@ -144,6 +159,9 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
     for i, c in enumerate(fr_list):
         fr_pos_of.setdefault(int(c["rank"]), i)
     quiet = [r for r, v in corr.ranks.items() if v.first_cascade is None and v.first_root is None]
+    # victims that name whom they wait for (a store key, a monitored barrier) point at the culprit
+    awaited = awaited_ranks(e for v in corr.ranks.values() for e in v.events if e.role == Role.CASCADE)
+    quiet += [r for r in sorted(awaited) if r not in quiet and r not in victims]
     pool = quiet or list(corr.ranks)
     # a rank that entered the collective with other arguments times out like its peers: not quiet
     pool += [
@@ -158,7 +176,8 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
         p = prog.get(r)
         reasons = []
         cat = Category.HANG
-        exiting = any(e.signature == "python.faulthandler_no_frame" for e in corr.ranks[r].events)
+        view = corr.ranks.get(r) or RankView(r)  # a rank the victims name but that printed nothing
+        exiting = any(e.signature == "python.faulthandler_no_frame" for e in view.events)
         if r in quiet and timeouts:
             reasons.append(f"rank {r} reported no error while {len(victims)} peer(s) timed out waiting for it")
         elif r in quiet:
@@ -169,11 +188,16 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
                     "it was already shutting down (interpreter exit, no Python frame) when torchrun stopped it: "
                     "the program ended on that rank without an error (sys.exit or an early return)"
                 )
+        if awaited.get(r):
+            reasons.append(f"{awaited[r]} peer(s) name rank {r} as the rank they waited for")
         if p and p.last_step is not None:
             reasons.append(f"its last progress was step {p.last_step} at {iso(p.last_step_ts)}")
-        where = None if exiting else _where_stopped(corr.ranks[r].events)
+        where = None if exiting else _where_stopped(view.events)
         if where:
             reasons.append(where)
+        own = view.unrecognised
+        if own:
+            reasons.append(f"its own last error line (no signature knows it): {own[-1].text.strip()[:200]}")
         if r in fr_pos_of:
             fc = fr_list[fr_pos_of[r]]
             reasons.append(f"flight recorder: {fc.get('reason', fc.get('kind'))}")
@@ -183,11 +207,12 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
         fr_ev = next((e for e in ev.fr_events if e.rank == r), None)
         out.append(Candidate("silent", fr_ev, r, None, ts, cat, reasons))
 
-    def key(c: Candidate) -> tuple[int, int, float, int]:
+    def key(c: Candidate) -> tuple[int, int, int, float, int]:
         fr_pos = fr_pos_of.get(c.rank if c.rank is not None else -1, len(fr_list) + 1)
         p = prog.get(c.rank or -1)
         step = p.last_step if p and p.last_step is not None else 10**9
-        return (fr_pos, step, c.ts if c.ts is not None else float("inf"), c.rank or 0)
+        named = -awaited.get(c.rank if c.rank is not None else -1, 0)
+        return (fr_pos, named, step, c.ts if c.ts is not None else float("inf"), c.rank or 0)
 
     out.sort(key=key)
     return out
@@ -361,6 +386,8 @@ def _hypothesis(c: Candidate, corr: Correlation, ev: Evidence) -> Hypothesis:
     where = f"rank {ranks[0]}" if ranks else (f"host {hosts[0]}" if hosts else "unknown location")
     if hosts and ranks:
         where += f" on {hosts[0]}"
+    if c.kind == "common":
+        where = "every rank"
     summary = f"{cat.value.replace('_', ' ')} on {where}: {what}"
     reasons = list(c.reasons)
     if root is not None:
@@ -376,11 +403,23 @@ def _hypothesis(c: Candidate, corr: Correlation, ev: Evidence) -> Hypothesis:
     )
 
 
+_KIND_PHRASE = {
+    "event": "an error event of its own",
+    "exit": "an exit with no error of its own",
+    "silent": "a rank that went silent",
+    "slow": "a slow rank",
+    "unrecognised": "an error line no signature recognises",
+    "common": "a failure every rank shared",
+}
+
+
 def _confidence(win: Candidate, rest: Sequence[Candidate], ev: Evidence) -> tuple[float, list[str]]:
     why: list[str] = []
-    base = {"event": 0.8, "exit": 0.7, "silent": 0.55, "slow": 0.6}.get(win.kind, 0.5)
+    base = {"event": 0.8, "exit": 0.7, "silent": 0.55, "slow": 0.6, "unrecognised": 0.35, "common": 0.8}.get(
+        win.kind, 0.5
+    )
     score = base
-    why.append(f"{base:.2f} for a {win.kind} candidate")
+    why.append(f"{base:.2f} for {_KIND_PHRASE.get(win.kind, 'a candidate')}")
     others = [c for c in rest if c.rank != win.rank or c.host != win.host]
     if others and win.ts is not None and others[0].ts is not None:
         gap = others[0].ts - win.ts
@@ -472,6 +511,8 @@ def attribute(corr: Correlation, ev: Evidence, warnings: Sequence[str] = (), lat
     if not cands:
         cands = _silent_candidates(corr, ev)
     if not cands:
+        cands = unrecognised_candidates(corr.unrecognised)
+    if not cands:
         cands = _merge_host([c for c in corr.candidates if _weak(c)], ev.ctx)
     if not cands and not corr.errors:
         s = _straggler(ev)
@@ -505,8 +546,21 @@ def attribute(corr: Correlation, ev: Evidence, warnings: Sequence[str] = (), lat
             flight_recorder=ev.fr,
         )
     win, rest = cands[0], cands[1:]
+    world = _world_size(corr, ev)
+    common = common_failure(corr, world)
+    if common is not None and _common_applies(win, common):
+        win = Candidate(
+            "common", common.event, None, None, common.event.ts, common.event.category, [common.describe(world)]
+        )
+        rest = [c for c in rest if c.event is None or template_key(c.event) != template_key(common.event)]
     hyp = _hypothesis(win, corr, ev)
+    if win.kind == "common":
+        hyp.culprit.ranks, hyp.culprit.hosts, hyp.culprit.gpus = [], [], []
+    _before_training(hyp, win, ev)
     _fr_mismatch(hyp, win, ev)
+    if not _fr_culprits(ev.fr):
+        _witness(hyp, corr, world)
+        _group_mismatch(hyp, corr)
     conf, why = _confidence(win, rest, ev)
     hyp.score = conf
     # A later root on another rank in the same attempt is a second, independent fault.
@@ -566,6 +620,83 @@ def attribute(corr: Correlation, ev: Evidence, warnings: Sequence[str] = (), lat
         progress=ev.progress,
         flight_recorder=ev.fr,
     )
+
+
+def _world_size(corr: Correlation, ev: Evidence) -> int | None:
+    if ev.ctx is not None and ev.ctx.topology.world_size:
+        return ev.ctx.topology.world_size
+    return max(corr.ranks) + 1 if corr.ranks else None
+
+
+def _common_applies(win: Candidate, common: CommonFailure) -> bool:
+    """The winner is one copy of the shared failure, or an exit that the shared failure explains."""
+    if win.kind == "exit":
+        return True
+    if win.event is None:
+        return False
+    return template_key(win.event) == template_key(common.event) or (
+        win.rank is None and win.event.layer in (Layer.APPLICATION, Layer.FRAMEWORK)
+    )
+
+
+def _before_training(hyp: Hypothesis, win: Candidate, ev: Evidence) -> None:
+    """A failure before any rank made a step is the set-up's: ``configuration`` (see reason.configuration)."""
+    root = hyp.root_event
+    ts = root.ts if root is not None else win.ts
+    exact = root is None or root.ts_quality in ("exact", "coarse")
+    if ts is not None and root is not None and root.ts_quality == "coarse":
+        ts += 1.0  # known to the second: it may be anywhere in that second
+    training = TrainingSeen(ev.ctx.training_seen, ev.ctx.training_ts) if ev.ctx is not None else None
+    end = ev.window.end if ev.window else None
+    if training is None or not before_training(ts, training, ev.launch_start, exact, end):
+        return
+    cat = pretraining_category(hyp.category, root)
+    hyp.reasons.append("it happened before training started: no rank had made a step yet")
+    if cat is None or cat == hyp.category:
+        return
+    old = hyp.category
+    hyp.category = cat
+    hyp.action = DEFAULT_ACTION[cat]
+    hyp.summary = hyp.summary.replace(old.value.replace("_", " "), cat.value.replace("_", " "), 1)
+    hyp.reasons.append(f"a failure of the set-up ({old.value} before the first step): fix the configuration")
+
+
+def _witness(hyp: Hypothesis, corr: Correlation, world: int | None) -> None:
+    """A receiver that aborted on a buffer too large for it is a witness; the sender is the culprit."""
+    root = hyp.root_event
+    if root is None or root.fields.get("witness") != RING_RECV or root.rank is None or not world or world < 2:
+        return
+    sender = ring_sender(root.rank, world)
+    hyp.culprit.ranks = [sender] + [r for r in hyp.culprit.ranks if r != sender]
+    hyp.culprit.hosts = [h for h in [_host_of(sender, corr)] if h]
+    hyp.summary = (
+        f"collective mismatch on rank {sender}: rank {root.rank} received a larger buffer than it posted "
+        f"({root.fields.get('got', '?')} vs {root.fields.get('expected', '?')} bytes) from rank {sender}"
+    )
+    hyp.reasons.append(
+        f"rank {root.rank} is a witness: gloo aborts the rank that receives the odd buffer, and in gloo's ring "
+        f"all-reduce rank r receives from rank (r + 1) % {world} (gloo/allreduce.cc ring(): recvRank): rank {sender} sent it"
+    )
+
+
+def _group_mismatch(hyp: Hypothesis, corr: Correlation) -> None:
+    """DETAIL's mismatch report names group ranks: map them to global ranks, name the odd one out."""
+    root = hyp.root_event
+    if root is None or root.signature != DETAIL_MISMATCH:
+        return
+    reports = [e for v in corr.ranks.values() for e in v.events if e.signature == DETAIL_MISMATCH]
+    gm = group_mismatch(reports or [root])
+    if gm is None:
+        return
+    hyp.culprit.ranks = gm.culprits
+    hyp.culprit.hosts = [h for h in [_host_of(gm.culprits[0], corr)] if h]
+    hyp.summary = f"collective mismatch on rank {gm.culprits[0]}: {gm.fingerprints.get(gm.culprits[0], '')}"
+    hyp.reasons.append(gm.reason)
+
+
+def _host_of(rank: int, corr: Correlation) -> str | None:
+    v = corr.ranks.get(rank)
+    return sorted(v.hosts)[0] if v is not None and v.hosts else None
 
 
 def _fr_mismatch(hyp: Hypothesis, win: Candidate, ev: Evidence) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
+from firstfault.match.unrecognised import UNRECOGNISED
 from firstfault.records import Category, Event, Layer, Role
 from firstfault.transients import Recovery, demote_recovered
 
@@ -68,6 +69,7 @@ class RankView:
     roots: list[Event] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     hosts: set[str] = field(default_factory=set)
+    unrecognised: list[Event] = field(default_factory=list)  # its own error lines no signature knows
 
 
 @dataclass
@@ -79,6 +81,7 @@ class Correlation:
     errors: list[Event]
     attempts: list[int]
     recoveries: list[Recovery] = field(default_factory=list)
+    unrecognised: list[Event] = field(default_factory=list)  # error lines no signature knows, in time order
 
 
 def candidate_order(c: Candidate) -> tuple[float, int]:
@@ -138,7 +141,9 @@ def _rank_views(events: Sequence[Event]) -> tuple[dict[int, RankView], dict[str,
     ranks: dict[int, RankView] = {}
     hosts: dict[str, list[Event]] = defaultdict(list)
     for e in events:
-        if e.role == Role.NOISE:
+        if e.role == Role.NOISE or e.signature == UNRECOGNISED:
+            if e.rank is not None and e.signature == UNRECOGNISED and e.role != Role.NOISE:
+                ranks.setdefault(e.rank, RankView(e.rank)).unrecognised.append(e)
             continue
         if e.rank is None:
             hosts[e.host or ""].append(e)  # "" holds events whose place is unknown
@@ -230,6 +235,44 @@ def _exit_candidate(v: RankView) -> Candidate | None:
     return None
 
 
+_PROCESS_LAYERS = (Layer.APPLICATION, Layer.FRAMEWORK)
+
+
+def place_rankless(events: Sequence[Event]) -> int | None:
+    """Give a rank to the exceptions a console printed without one, when only one rank can own them.
+
+    Without ``--tee`` (or with a pasted console) a worker's traceback carries no rank. torchrun's
+    failure records say which ranks failed on their own: an exit that is not a tear-down signal,
+    by a rank with no error line of its own. When exactly one rank did, the rank-less exceptions
+    of processes (application and framework layers) printed before its record are that rank's.
+    Returns the rank, or None when nothing was placed.
+    """
+    own = {
+        e.rank for e in events
+        if e.rank is not None and not is_exit_record(e) and e.role in (Role.ROOT, Role.CASCADE)
+        and e.signature != UNRECOGNISED
+    }
+    failed: dict[int, Event] = {}
+    for e in events:
+        if e.rank is not None and is_exit_record(e) and exit_signal(e) not in TEARDOWN_SIGNALS and e.rank not in own:
+            failed.setdefault(e.rank, e)
+    if len(failed) != 1:
+        return None
+    ((rank, record),) = failed.items()
+    if exit_signal(record) == "SIGKILL":
+        return None  # killed outright: it printed nothing, the rank-less lines are someone else's
+    placed = 0
+    for e in events:
+        if e.rank is not None or e.layer not in _PROCESS_LAYERS or e.role == Role.NOISE or is_exit_record(e):
+            continue
+        if e.role == Role.TEARDOWN or (record.ts is not None and e.ts is not None and e.ts > record.ts + 1.0):
+            continue
+        e.rank = rank
+        e.fields["rank_from"] = "the only rank torchrun reports failing on its own"
+        placed += 1
+    return rank if placed else None
+
+
 def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Correlation:
     recoveries = demote_recovered(events)
     ranks, host_events = _rank_views(events)
@@ -256,12 +299,15 @@ def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Corre
                 candidates.append(c)
     candidates.sort(key=candidate_order)
     arrival_order(candidates)
-    errors = [e for e in events if e.role != Role.NOISE and e.severity in ("error", "warning")]
+    errors = [
+        e for e in events if e.role != Role.NOISE and e.severity in ("error", "warning") and e.signature != UNRECOGNISED
+    ]
+    unrecognised = [e for e in events if e.signature == UNRECOGNISED and e.role != Role.NOISE]
     attempts = sorted({e.attempt for e in events if e.attempt is not None})
     g = nx.DiGraph()
     for e in errors:
         g.add_node(e.id)
-    return Correlation(ranks, dict(host_events), candidates, g, errors, attempts, recoveries)
+    return Correlation(ranks, dict(host_events), candidates, g, errors, attempts, recoveries, unrecognised)
 
 
 def near(host_event: Event, rank_event: Event) -> bool:

@@ -15,13 +15,14 @@ from typing import Any
 
 from firstfault.align import align, apply_offsets, estimate_offsets, sort_key
 from firstfault.attribute import Evidence, attribute
-from firstfault.correlate import correlate
+from firstfault.correlate import correlate, place_rankless
 from firstfault.discover import Bundle, BundleError, discover
 from firstfault.match.registry import Registry, load_registry
 from firstfault.parse import nccl
 from firstfault.parse.base import Topology
 from firstfault.parse.kernel import normalize_pci
 from firstfault.parse.run import ParseResult, parse_bundle
+from firstfault.reason.window import demote_inconsequential, demote_outside, job_window
 from firstfault.records import Action, Category, Event, Layer, Role, Verdict
 
 
@@ -231,6 +232,17 @@ def _analyze_bundle(bundle: Bundle, registry: Registry, fr_beside: _FRBeside) ->
                 f"{rank0_host or 'the median host'} (from {o.ranks} rank(s) seeing the same failure; "
                 f"uncertainty ±{max(o.spread, 1.0):.1f} s)"
             )
+    window = job_window(pr.ctx.spans.values(), pr.ctx.sched)
+    peer_host = {
+        e.id: nccl._resolve_peer(e.fields.get("peer"), pr.ctx.topology, {})[0] for e in tl.events if e.fields.get("peer")
+    }
+    context = demote_outside(tl.events, window, pr.ctx.job_files)
+    context += demote_inconsequential(tl.events, peer_host)
+    if context:
+        warnings.append(
+            f"{len(context)} host event(s) outside the job's window or benign with nothing following them "
+            "are context, not candidates (see 'context')"
+        )
     assign_attempts(tl.events, pr.ctx.attempt_start)
     first = first_failed_attempt(tl.events)
     now = [e for e in tl.events if e.attempt is None or first is None or e.attempt <= first]
@@ -238,6 +250,9 @@ def _analyze_bundle(bundle: Bundle, registry: Registry, fr_beside: _FRBeside) ->
     later = [e for e in tl.events if id(e) not in now_ids] if first is not None else []
     if later:
         warnings.append(f"torchrun restarted the job; attempt {first} failed first and is the one analysed")
+    placed = place_rankless(now)
+    if placed is not None:
+        warnings.append(f"the console's rank-less traceback is taken to be rank {placed}'s: the only rank that failed on its own")
     ranks = _known_ranks(pr, bundle)
     corr = correlate(now, ranks)
     warnings.extend(r.describe() for r in corr.recoveries[:5])
@@ -245,7 +260,13 @@ def _analyze_bundle(bundle: Bundle, registry: Registry, fr_beside: _FRBeside) ->
         warnings.append(f"... and {len(corr.recoveries) - 5} more transient(s) that recovered")
     fr = fr_beside.result(bundle, ranks, warnings)
     action_of = {s.id: s.action for s in registry.signatures if s.action is not None}
-    ev = Evidence(progress=pr.rank_progress(first), fr=fr, ctx=pr.ctx, action_of=action_of)
+    launched = bool(pr.ctx.sched.get("start") or pr.ctx.attempt_start) or any(
+        f.kind in ("launcher_console", "elastic_rank_log", "slurm_output") for f in bundle.files
+    )
+    ev = Evidence(
+        progress=pr.rank_progress(first), fr=fr, ctx=pr.ctx, action_of=action_of, window=window,
+        launch_start=window.start if launched else None,
+    )
     ev.fr_events = fr_events(fr, bundle, len(pr.events))
     _missing_rank_warnings(bundle, ranks, warnings)
     verdict = attribute(corr, ev, warnings, later=later)
@@ -259,7 +280,9 @@ def _analyze_bundle(bundle: Bundle, registry: Registry, fr_beside: _FRBeside) ->
         "kinds": dict(sorted(kind_counts.items())),
         "clock_offsets_s": {o.host: round(o.seconds, 3) for o in offsets},
         "topology": {"ranks": len(pr.ctx.topology.rank_host), "gpus": len(pr.ctx.topology.rank_gpu)},
+        "job_window": window.describe(),
     }
+    verdict.context = context
     verdict.stats = {
         "bytes_read": pr.bytes_read,
         "files_read": pr.files_read,

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-SCHEMA_VERSION = "1.0"
+MAX_CONTEXT_EVENTS = 50
+SCHEMA_VERSION = "1.1"  # 1.1 adds "context" (additive: every 1.0 reader reads it)
 
 
 class Category(StrEnum):
@@ -217,6 +218,7 @@ class Verdict:
     inputs: dict[str, Any] = field(default_factory=dict)
     flight_recorder: dict[str, Any] | None = None
     stats: dict[str, Any] = field(default_factory=dict)
+    context: list[Event] = field(default_factory=list)  # host evidence outside the job window, or benign
 
     def to_dict(self, chain: bool = True) -> dict[str, Any]:
         """The v1 JSON object; ``chain=False`` leaves ``causal_chain`` empty (streamed elsewhere)."""
@@ -240,4 +242,5 @@ class Verdict:
             "inputs": self.inputs,
             "stats": self.stats,
             "warnings": list(self.warnings),
+            "context": [dict(e.to_dict(), why=e.fields.get("context", "")) for e in self.context[:MAX_CONTEXT_EVENTS]],
         }

@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from firstfault.match.prefilter import AhoCorasickFinder, HyperscanFinder, make_finder
+from firstfault.match.unrecognised import ERROR_LITERALS
 from firstfault.records import Action, Category, Layer, Role
 
 CLASSIFY_CACHE = 65536
@@ -124,6 +125,8 @@ class Registry:
         for idx, sig in enumerate(self.signatures):
             for lit in sig.literals:
                 by_literal.setdefault(lit, []).append(idx)
+        for lit in ERROR_LITERALS:  # error lines no signature knows are flagged too (match.unrecognised)
+            by_literal.setdefault(lit, [])
         self._literals = by_literal
         self._prefer = prefilter
         self._cache: dict[tuple[str, str], tuple[Signature, dict[str, str]] | None] = {}

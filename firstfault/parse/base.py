@@ -138,6 +138,15 @@ class ParseContext:
     dir_rank: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     default_host: str | None = None
+    # file -> (first, last) time of the job's own output (ranks, launcher, srun): the job's window
+    spans: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # what the scheduler recorded: "start", "end" (scontrol StartTime/EndTime, sacct Start/End)
+    sched: dict[str, float] = field(default_factory=dict)
+    # files that are the job's own output (``SourceParser.job_output``); the rest are host logs
+    job_files: set[str] = field(default_factory=set)
+    # training was seen under way (a step, a loss, a tqdm rate) and the earliest time of such a line
+    training_seen: bool = False
+    training_ts: float | None = None
 
     def progress(self, attempt: int | None = None) -> dict[int, Progress]:
         """Per-rank progress of one attempt (default: the first one seen)."""
@@ -156,6 +165,13 @@ class SourceParser:
 
     extra_literals: ClassVar[tuple[str, ...]] = ()
     inherit_lines: ClassVar[int] = 40
+
+    @property
+    def job_output(self) -> bool:
+        """Is this file the job's own output (ranks, launcher, srun, NCCL)? Its lines bound the
+        job's window, and its error lines that no signature knows are kept as unrecognised. Host
+        logs (kernel, scheduler daemons) are not: they hold days of other activity."""
+        return True
 
     def __init__(self, sf: SourceFile, ctx: ParseContext):
         self.sf = sf

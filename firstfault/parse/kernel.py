@@ -373,6 +373,10 @@ class KernelLogParser(SourceParser):
 
     inherit_lines = 0
 
+    @property
+    def job_output(self) -> bool:
+        return False
+
     def __init__(self, sf: SourceFile, ctx: ParseContext):
         super().__init__(sf, ctx)
         head: list[str] = []

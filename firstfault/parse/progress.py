@@ -26,6 +26,18 @@ _PATTERNS = [
 _RANK = re.compile(r"\[rank(?P<rank>\d+)\]|\brank[ =:](?P<rank2>\d+)\b")
 
 
+# A line that shows training under way, whatever the trainer's format: a step or iteration counter
+# ("step 5", "iter 5/100", "iteration 5/ 100 |"), a loss with its value ("loss=2.31", "'loss': 0.85",
+# "lm loss: 3.2E+00"), or tqdm's rate ("12/620 [00:52<50:17, 4.95s/it]"). Used to tell a failure
+# before training from one during it (``reason.configuration``), never to count steps.
+TRAINING_MARKER = re.compile(
+    r"(?i)(?:\b(?:step|iter(?:ation)?)\s*[:=]?\s*\d+\s*(?:/\s*\d+)?\b"
+    r"|\b(?:lm |train(?:ing)?[ _])?loss['\"]?\s*[:=|]?\s*[-+]?(?:\d+\.\d+(?:e[-+]?\d+)?|nan|inf)\b"
+    r"|\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)\])"
+)
+TRAINING_LITERALS = ("step", "Step", "iter", "Iter", "loss", "Loss", "LOSS", "it/s", "s/it")
+
+
 def match_progress(text: str) -> tuple[int, float | None, int | None] | None:
     """(step, step_ms, rank-if-named) when ``text`` is a progress line.
 

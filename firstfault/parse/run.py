@@ -18,12 +18,13 @@ from typing import Any
 
 from firstfault.discover import Bundle, SourceFile
 from firstfault.match.registry import Registry
+from firstfault.match.unrecognised import ERROR_LITERALS, UNRECOGNISED, is_error_line
 from firstfault.parse import hooks, kernel, nccl, slurm  # noqa: F401  (kernel, nccl, slurm register parsers)
 from firstfault.parse import progress as progress_mod
 from firstfault.parse.base import ParseContext, Progress, Topology, parser_for, remap_ranks, strip_prefixes
 from firstfault.parse.stream import Hit, scan
 from firstfault.parse.timestamps import parse_timestamp, year_of
-from firstfault.records import Event, RankProgress
+from firstfault.records import Category, Event, Layer, RankProgress, Role
 
 TEXT_KINDS = ("elastic_rank_log", "launcher_console", "slurm_output", "app_log", "kernel_log", "nccl_debug")
 MAX_TEXT = 2000
@@ -154,6 +155,8 @@ def parse_file(
 ) -> tuple[list[Event], int]:
     """Events of one text file, and how many lines the prefilter flagged."""
     parser = parser_for(sf, ctx)
+    if parser.job_output:
+        ctx.job_files.add(sf.rel)
     events: list[Event] = []
     flagged = 0
     finder = registry.finder
@@ -174,6 +177,8 @@ def parse_file(
                         ctx.attempt_start[sf.attempt] = info.ts
                 got = registry.classify(info.text, sf.kind, hit.literals)
                 if got is None:
+                    if parser.job_output and _unrecognised(info.text, hit.literals):
+                        events.append(_unrecognised_event(start_id + len(events), sf, hit, info))
                     continue
                 sig, shared = got
                 fields = dict(shared)  # hooks and later stages write into an event's own fields
@@ -201,7 +206,7 @@ def parse_file(
                 )
                 hooks.apply(sig.hook, ev, hit, ctx)
                 events.append(ev)
-        if own_progress or sf.attempt is not None:
+        if parser.job_output:
             _head_and_tail(sf, ctx, stats.get("lines", 0), own_progress)
     except OSError as exc:
         ctx.warn(f"{sf.rel}: read failed ({exc.strerror or exc}); partial result")
@@ -209,35 +214,113 @@ def parse_file(
     return events, flagged
 
 
+def _unrecognised(text: str, literals: tuple[str, ...]) -> bool:
+    return any(lit in _ERROR_LITERALS for lit in literals) and is_error_line(text)
+
+
+_ERROR_LITERALS = frozenset(ERROR_LITERALS)
+
+
+def _unrecognised_event(event_id: int, sf: SourceFile, hit: Hit, info: Any) -> Event:
+    """An error line no signature knows (see ``match.unrecognised``): kept, never a confident root."""
+    return Event(
+        id=event_id,
+        source=sf.rel,
+        line=hit.line_no,
+        text=info.text[:MAX_TEXT],
+        signature=UNRECOGNISED,
+        category=Category.UNKNOWN,
+        layer=Layer.APPLICATION,
+        role=Role.ROOT,
+        severity="error",
+        ts=info.ts,
+        ts_quality=info.ts_quality,
+        host=info.host,
+        rank=info.rank,
+        local_rank=info.local_rank,
+        gpu=info.gpu,
+        pid=info.pid,
+        attempt=sf.attempt,
+        fields={UNRECOGNISED: "1"},
+        context=_frames(hit),
+    )
+
+
 PROGRESS_TAIL = 16 * 1024  # ~120 progress lines: the last step and the recent step times
+SPAN_HEAD = 4096
+SPAN_LINES = 200  # how far from either end a timed line is looked for
+
+
+def _first_time(lines: list[str], ctx: ParseContext) -> float | None:
+    for raw in lines[:SPAN_LINES]:
+        ts = parse_timestamp(strip_prefixes(raw)[0], ctx.year_hint)
+        if ts is not None:
+            return ts
+    return None
+
+
+WIDE_HEAD = 64 * 1024
+WIDE_HEAD_FILES = 64
+
+
+def _training_marks(lines: list[str], ctx: ParseContext) -> None:
+    """Note that training was under way, and the earliest time a line of these shows it."""
+    last_ts: float | None = None
+    for raw in lines:
+        if not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
+            if _CLOCKISH in raw:
+                ts = parse_timestamp(strip_prefixes(raw)[0], ctx.year_hint)
+                last_ts = ts if ts is not None else last_ts
+            continue
+        text = strip_prefixes(raw)[0]
+        ts = parse_timestamp(text, ctx.year_hint)
+        last_ts = ts if ts is not None else last_ts
+        if progress_mod.TRAINING_MARKER.search(text) is None:
+            continue
+        ctx.training_seen = True
+        if last_ts is not None and (ctx.training_ts is None or last_ts < ctx.training_ts):
+            ctx.training_ts = last_ts
+        return  # the earliest marker of these lines is the one that counts
+
+
+_CLOCKISH = ":"
 
 
 def _head_and_tail(sf: SourceFile, ctx: ParseContext, total_lines: int, own_progress: bool) -> None:
-    """Progress from the end of a file, and the time its attempt started from the head.
+    """Progress from the end of a job-output file; its first and last times from both ends.
 
     Progress lines are the bulk of a healthy log. Reading them all would make every step line
     a Python call; the last step and recent step times are at the end, so only the last
-    ``PROGRESS_TAIL`` bytes are read (the first timed line gives the attempt's start).
+    ``PROGRESS_TAIL`` bytes are read. The first timed line gives the attempt's start, and with
+    the last it bounds the job's window (``reason.window``).
     """
+    wide = len(ctx.job_files) <= WIDE_HEAD_FILES  # the first files of a bundle: look further for training
     with open(sf.path, "rb") as fh:
-        if sf.attempt is not None:
-            for raw in fh.read(4096).decode("utf-8", "replace").splitlines():
-                ts = parse_timestamp(strip_prefixes(raw)[0], ctx.year_hint)
-                if ts is not None:
-                    start = ctx.attempt_start.get(sf.attempt)
-                    if start is None or ts < start:
-                        ctx.attempt_start[sf.attempt] = ts
-                    break
-        if not own_progress:
-            return
+        head = fh.read(WIDE_HEAD if wide else SPAN_HEAD).decode("utf-8", "replace").splitlines()
         offset = max(0, sf.size - PROGRESS_TAIL)
         fh.seek(offset)
         data = fh.read(PROGRESS_TAIL).decode("utf-8", "replace")
+    if len(head) > 1 and sf.size > SPAN_HEAD:
+        head = head[:-1]  # the last line may be cut
+    first = _first_time(head, ctx)
+    if sf.attempt is not None and first is not None:
+        start = ctx.attempt_start.get(sf.attempt)
+        if start is None or first < start:
+            ctx.attempt_start[sf.attempt] = first
     lines = data.split("\n")
     if offset > 0:
         lines = lines[1:]  # a partial first line
     if lines and lines[-1] == "":
         lines.pop()
+    last = _first_time(lines[::-1], ctx)
+    _training_marks(head, ctx)
+    _training_marks(lines, ctx)
+    if first is not None or last is not None:
+        lo, hi = first if first is not None else last, last if last is not None else first
+        assert lo is not None and hi is not None
+        ctx.spans[sf.rel] = (min(lo, hi), max(lo, hi))
+    if not own_progress:
+        return
     first_no = total_lines - len(lines) + 1
     seen: dict[int, _Seen] = {}
     for i, raw in enumerate(lines):
@@ -335,6 +418,7 @@ def _parse_files(
     read = nbytes = flagged_total = 0
     for sf in files:
         if sf.kind == "elastic_error_json":
+            ctx.job_files.add(sf.rel)
             events.extend(_elastic_error_json(sf, registry, ctx, len(events)))
             read += 1
             continue
@@ -365,6 +449,13 @@ def _merge(into: ParseContext, part: ParseContext) -> None:
     for att, t in part.attempt_start.items():
         into.attempt_start[att] = min(t, into.attempt_start.get(att, t))
     into.dir_rank.update(part.dir_rank)
+    into.spans.update(part.spans)
+    into.job_files |= part.job_files
+    into.training_seen = into.training_seen or part.training_seen
+    if part.training_ts is not None and (into.training_ts is None or part.training_ts < into.training_ts):
+        into.training_ts = part.training_ts
+    for key, t in part.sched.items():
+        into.sched[key] = min(t, into.sched.get(key, t)) if key == "start" else max(t, into.sched.get(key, t))
     topo, other = into.topology, part.topology
     pairs: list[tuple[dict[Any, Any], dict[Any, Any]]] = [
         (topo.rank_host, other.rank_host),

@@ -405,6 +405,7 @@ class SlurmParser(SourceParser):
                 self.facts.learn_job(jobs[0])
                 end = jobs[0].get("EndTime") or jobs[0].get("StartTime")
                 self.end_ts = parse_timestamp(end or "", ctx.year_hint)
+                self._learn_window(jobs[0].get("StartTime"), jobs[0].get("EndTime"))
         elif self.shape == "sacct":
             rows = parse_sacct(head)
             hdr = head.splitlines()[0].split("|") if head else []
@@ -412,12 +413,25 @@ class SlurmParser(SourceParser):
             self.sacct_end = low.index("end") if "end" in low else None
             if rows:
                 self.facts.learn_job({"NodeList": rows[0].get("NodeList", "")})
+                self._learn_window(rows[0].get("Start"), rows[0].get("End"))
         else:
             for line in text.splitlines():
                 self.facts.learn_line(line)
             self.facts.learn_env()
         self.facts.apply(ctx.topology)
         self.task_host = self.facts.task_host()
+
+    @property
+    def job_output(self) -> bool:
+        return self.shape == "job_output"
+
+    def _learn_window(self, start: str | None, end: str | None) -> None:
+        """The scheduler's record of when the job ran: the outer bounds of its window."""
+        for key, value in (("start", start), ("end", end)):
+            ts = parse_timestamp(value or "", self.ctx.year_hint) if value and value[:1].isdigit() else None
+            if ts is not None:
+                old = self.ctx.sched.get(key)
+                self.ctx.sched[key] = ts if old is None else (min(old, ts) if key == "start" else max(old, ts))
 
     def is_copy(self, hit: Hit) -> bool:
         """A worker's line ("N: [default3]:...") that its per-rank file under the log dir holds too."""

@@ -1,0 +1,1 @@
+"""Reasoning stages: from correlated evidence to the verdict (window, unrecognised errors, ...)."""

@@ -1,0 +1,102 @@
+"""Causality beyond "first to die": witnesses that name the culprit, and ranks in a group's numbering.
+
+The rank that reports a fault first is not always the one at fault:
+
+* **a receiver's size check** (``witness = "gloo_ring_recv"``): gloo aborts the rank that
+  *receives* a buffer larger than it posted, so the first rank to die of a size mismatch is a
+  witness. In gloo's ring algorithms (``gloo/allreduce.cc`` ``ring()``, ``gloo/reduce.cc``) rank
+  ``r`` receives from ``(r + 1) % size``: that is the rank that sent the odd buffer.
+* **a victim that names whom it waits for** (field ``awaited_rank``): a store wait that timed out
+  on a key ending in a rank (``keys: /default_pg/0//cpu//0/2``), a monitored barrier's "Rank 2
+  failed to pass monitoredBarrier". Those ranks never arrived: they are the hang's culprits.
+* **a group-local rank** (``TORCH_DISTRIBUTED_DEBUG=DETAIL``'s "Detected mismatch between
+  collectives on ranks. Rank 1 is running collective ..."): the numbers are ranks *within the
+  process group*; each printing rank gives its own group rank first, so the printers map group
+  ranks to global ranks, and the rank whose collective differs from the others' is the culprit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from firstfault.records import Event
+
+RING_RECV = "gloo_ring_recv"
+
+
+def ring_sender(witness_rank: int, world: int) -> int:
+    """The rank a gloo ring participant receives from (gloo/allreduce.cc: recvRank = (rank + 1) % size)."""
+    return (witness_rank + 1) % world
+
+
+def awaited_ranks(events: Iterable[Event]) -> Counter[int]:
+    """How many victims name each rank as the one they waited for."""
+    out: Counter[int] = Counter()
+    for e in events:
+        for part in re.split(r"[,\s]+", e.fields.get("awaited_rank", "")):
+            if part.isdigit() and len(part) < 9:
+                out[int(part)] += 1
+    return out
+
+
+# "Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=0, OpType=ALLGATHER, TensorShape=[4], ..."
+_FINGERPRINT = re.compile(
+    r"Rank (?P<rank>\d+) is running collective: CollectiveFingerPrint\((?P<fp>[^()]*(?:\([^()]*\)[^()]*)*)\)"
+)
+
+
+@dataclass(frozen=True)
+class GroupMismatch:
+    """A DETAIL mismatch report resolved to global ranks."""
+
+    culprits: list[int]  # global ranks whose collective differs from the rest (best first)
+    local_to_global: dict[int, int]
+    fingerprints: dict[int, str]  # global rank -> its collective's fingerprint (short)
+    reason: str
+
+
+def _short(fp: str) -> str:
+    keep = [p.strip() for p in fp.split(",") if p.strip().startswith(("OpType", "TensorShape", "SequenceNumber"))]
+    return ", ".join(keep) or fp[:80]
+
+
+def group_mismatch(reports: Sequence[Event]) -> GroupMismatch | None:
+    """Resolve DETAIL "Detected mismatch between collectives" reports printed by several ranks.
+
+    Each report is printed by a global rank (the event's rank) and names its own group rank first,
+    then the first group rank whose fingerprint differs. The culprit is the rank whose collective
+    differs from the majority; with two ranks in a tie, the one running the op the others (and the
+    job's other ranks) are not running is named first, and the tie is said.
+    """
+    local_to_global: dict[int, int] = {}
+    fp_of_local: dict[int, str] = {}
+    for e in reports:
+        found = list(_FINGERPRINT.finditer(e.text))
+        if not found:
+            continue
+        own = found[0]
+        if e.rank is not None:
+            local_to_global.setdefault(int(own["rank"]), e.rank)
+        for m in found:
+            fp_of_local.setdefault(int(m["rank"]), _short(m["fp"]))
+    if len(fp_of_local) < 2:
+        return None
+    counts = Counter(fp_of_local.values())
+    top = counts.most_common()
+    odd = [lr for lr, fp in fp_of_local.items() if counts[fp] < top[0][1]]
+    tie = not odd
+    if tie:  # two ranks, two collectives: the rarer op type among every report's fingerprints goes first
+        ops = Counter(re.sub(r".*OpType=(\w+).*", r"\1", fp) for fp in fp_of_local.values())
+        odd = sorted(fp_of_local, key=lambda lr: (ops[re.sub(r".*OpType=(\w+).*", r"\1", fp_of_local[lr])], -lr))
+    culprits = [local_to_global.get(lr, lr) for lr in odd]
+    fps = {local_to_global.get(lr, lr): fp for lr, fp in fp_of_local.items()}
+    mapped = ", ".join(f"group rank {lr} = global rank {g}" for lr, g in sorted(local_to_global.items()))
+    reason = (
+        f"TORCH_DISTRIBUTED_DEBUG=DETAIL's report names ranks within the process group ({mapped or 'no mapping seen'}); "
+        + ("the two ranks disagree and neither is the majority" if tie else f"global rank {culprits[0]} runs a collective the others do not")
+        + f": {fps.get(culprits[0], '')}"
+    )
+    return GroupMismatch(culprits, local_to_global, fps, reason)

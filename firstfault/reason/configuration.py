@@ -1,0 +1,150 @@
+"""Failures of the set-up, not of one rank: every rank failing the same way, or failing before training.
+
+A missing input file, a world size the model cannot divide, a missing module, a version check:
+every rank reads the same configuration, so every rank fails the same way, at start-up. The
+earliest of them is not a culprit; the job is. Two readings follow:
+
+* **every rank failed the same way** (:func:`common_failure`): the ranks that failed on their own
+  all show one template (signature and message, numbers masked), on at least two ranks and on at
+  least half the world where the world size is known (the launcher tears the rest down before
+  they print), or as many rank-less copies as ranks that failed. Then no single rank is the
+  culprit.
+* **before training** (:func:`before_training`): the failure came before any rank's first
+  progress line; with no progress at all, within ``PRETRAIN_MAX_S`` of the job's first line. An
+  exception there (``application_error``), an unrecognised error, or a scheduler-enforced memory
+  limit is a ``configuration`` failure: the user fixes the set-up, not the code path of one rank.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from firstfault.correlate import Correlation
+from firstfault.records import Category, Event, Layer, Role
+
+# With no progress lines at all, a failure this soon after the job's first line is a start-up one.
+PRETRAIN_MAX_S = 600.0
+_MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
+_PROCESS_LAYERS = (Layer.APPLICATION, Layer.FRAMEWORK)
+# What a failure before training becomes: the set-up is wrong, not the training code path
+PRETRAIN_CATEGORIES = (Category.APPLICATION_ERROR, Category.UNKNOWN)
+
+
+def template_key(e: Event) -> tuple[str, str]:
+    """Signature and message with numbers masked: "shard-00003.bin" on rank 3 is the same failure."""
+    return e.signature, _MASK.sub("#", e.text.strip())[:300]
+
+
+@dataclass
+class CommonFailure:
+    """One failure every rank shared."""
+
+    event: Event  # its earliest copy
+    ranks: list[int] = field(default_factory=list)  # the ranks seen failing this way
+    copies: int = 0  # copies in all, rank-less ones included
+    failed: int = 0  # ranks that failed on their own (event or unexplained exit)
+
+    def describe(self, world: int | None) -> str:
+        of = f" of {world}" if world else ""
+        return f"{self.copies}{of} ranks failed the same way: no single rank is the culprit"
+
+
+def _rankless_roots(corr: Correlation) -> list[Event]:
+    """Exceptions printed by a process that no line places on a rank (a console without prefixes)."""
+    return [e for e in corr.host_events.get("", []) if e.role == Role.ROOT and e.layer in _PROCESS_LAYERS]
+
+
+def common_failure(corr: Correlation, world: int | None) -> CommonFailure | None:
+    """The failure every rank shared, when there is one (see the module's docstring)."""
+    own: dict[int, Event] = {}
+    for r, v in corr.ranks.items():
+        if v.first_root is not None and not _victim_first(v):
+            own[r] = v.first_root
+    rankless = _rankless_roots(corr)
+    keys = {template_key(e) for e in own.values()}
+    if len(keys) > 1:
+        return None  # some rank failed differently
+    if not keys and not rankless:
+        return _common_exit(corr, world)
+    if not keys:
+        counts: dict[tuple[str, str], int] = {}
+        for e in rankless:
+            counts[template_key(e)] = counts.get(template_key(e), 0) + 1
+        keys = {max(counts, key=lambda k: counts[k])}
+    (key,) = keys
+    same = [e for e in rankless if template_key(e) == key]
+    exits = [r for r, v in corr.ranks.items() if v.first_root is None and v.first_cascade is None and _failed_exit(v)]
+    failed = len(own) + len(exits)
+    copies = len(own) + len(same)
+    need = max(2, (world + 1) // 2 if world else failed)
+    if copies < need:
+        return None
+    earliest = min([*own.values(), *same], key=lambda e: (e.ts if e.ts is not None else float("inf"), e.line))
+    return CommonFailure(earliest, sorted(own), copies, failed)
+
+
+def _common_exit(corr: Correlation, world: int | None) -> CommonFailure | None:
+    """Every rank died of the same signal (or exit code) with nothing printed: one cause, no culprit."""
+    from firstfault.correlate import TEARDOWN_SIGNALS, exit_signal
+
+    exits: dict[int, Event] = {}
+    for r, v in corr.ranks.items():
+        if v.first_root is None and v.first_cascade is None:
+            for e in v.exits:
+                if exit_signal(e) not in TEARDOWN_SIGNALS:
+                    exits.setdefault(r, e)
+    how = {exit_signal(e) or e.fields.get("exitcode") for e in exits.values()}
+    need = max(2, (world + 1) // 2 if world else 2)
+    if len(how) != 1 or len(exits) < need:
+        return None
+    first = min(exits.values(), key=lambda e: (e.ts if e.ts is not None else float("inf"), e.line))
+    return CommonFailure(first, sorted(exits), len(exits), len(exits))
+
+
+def _victim_first(v: object) -> bool:
+    fc = getattr(v, "first_cascade", None)
+    fr = getattr(v, "first_root", None)
+    if fc is None or fr is None or fc.ts is None or fr.ts is None:
+        return False
+    return bool(fc.ts < fr.ts)
+
+
+def _failed_exit(v: object) -> bool:
+    from firstfault.correlate import TEARDOWN_SIGNALS, exit_signal
+
+    return any(exit_signal(e) not in TEARDOWN_SIGNALS for e in getattr(v, "exits", []))
+
+
+def before_training(
+    ts: float | None, training: TrainingSeen, job_start: float | None, exact: bool = True, job_end: float | None = None
+) -> bool:
+    """Did a failure at ``ts`` come before training started?
+
+    Training is seen from any line that shows it under way (a step, a loss, a tqdm rate; see
+    ``parse.progress.TRAINING_MARKER``). With none anywhere, a failure within ``PRETRAIN_MAX_S``
+    of a job start that a launcher or the scheduler recorded is a start-up failure; a pasted
+    excerpt with no such start says nothing either way. ``exact``: the failure's own line gave
+    its time (not a line above it); ``job_end`` bounds a failure that has no time at all.
+    """
+    if training.seen:  # an inherited time is only a lower bound: it cannot place a failure before a step
+        return ts is not None and exact and training.first_ts is not None and ts < training.first_ts
+    at = ts if ts is not None else job_end  # an untimed failure happened before the job's last line
+    return job_start is not None and at is not None and 0 <= at - job_start <= PRETRAIN_MAX_S
+
+
+@dataclass(frozen=True)
+class TrainingSeen:
+    """Whether any line showed training under way, and the earliest time one did."""
+
+    seen: bool
+    first_ts: float | None
+
+
+def pretraining_category(cat: Category, root: Event | None) -> Category | None:
+    """The category a failure before training takes, or None when it keeps its own."""
+    if cat in PRETRAIN_CATEGORIES:
+        return Category.CONFIGURATION
+    if cat == Category.HOST_OOM and root is not None and root.layer == Layer.SCHEDULER:
+        return Category.CONFIGURATION  # the job's memory limit, enforced by the scheduler at start-up
+    return None

@@ -1,0 +1,117 @@
+"""Build firstfault's development set of real torchrun jobs from ``train.py`` (not the simulator).
+
+    python tools/realjobs/make_set.py OUT [--only CASE ...] [--jobs 2]
+
+Each case is one real ``torchrun`` job (4 ranks, gloo on CPU) with a fault of ``train.py``;
+the bundle is what the job left (``console.log``: torchrun's console as a terminal shows it;
+with ``--log-dir`` cases also torchrun's per-rank tree) plus ``truth.json``, labelled from the
+injection, written before firstfault sees the bundle. Half the cases keep only the console, as
+people paste it. Kept outside the repository when generated (bundles are not committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# (name, fault, rank, step, expected category, culprit ranks, action, extra)
+CASES: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("healthy_logging", "none", 0, 0, "none", [], "none", {}),
+    ("healthy_print_2r", "none", 0, 0, "none", [], "none", {"nproc": 2, "style": "print", "steps": 50}),
+    ("healthy_warnings", "warnings", 0, 0, "none", [], "none", {"style": "rankfmt"}),
+    ("exception_r2", "exception", 2, 6, "application_error", [2], "stop", {}),
+    ("missing_file_all", "missing_file_all", 0, 0, "configuration", [], "stop", {}),
+    ("missing_file_r1", "missing_file_one", 1, 0, "configuration", [1], "stop", {}),
+    ("divisible", "divisible", 0, 0, "configuration", [], "stop", {}),
+    ("import_error", "import", 0, 0, "configuration", [], "stop", {"style": "print"}),
+    ("version_check", "version", 0, 0, "configuration", [], "stop", {}),
+    ("sigkill_r3", "sigkill", 3, 7, "process_crash", [3], "restart", {}),
+    ("sigkill_peer_exc_r1", "sigkill_then_peer_exc", 1, 4, "process_crash", [1], "restart", {"style": "rankfmt"}),
+    ("segfault_r0", "segfault", 0, 5, "process_crash", [0], "restart", {}),
+    ("abort_r2", "abort", 2, 3, "process_crash", [2], "restart", {"style": "print"}),
+    ("exit_r1", "exit", 1, 6, "application_error", [1], "stop", {}),
+    ("hang_r2", "hang", 2, 5, "hang", [2], "restart", {}),
+    ("hang_r0_print", "hang", 0, 4, "hang", [0], "restart", {"style": "print"}),
+    ("size_mismatch_r1", "size_mismatch", 1, 4, "collective_mismatch", [1], "stop", {}),
+    ("size_mismatch_r3", "size_mismatch", 3, 6, "collective_mismatch", [3], "stop", {"style": "print"}),
+    ("size_mismatch_r0", "size_mismatch", 0, 3, "collective_mismatch", [0], "stop", {"style": "rankfmt"}),
+    ("detail_mismatch_r3", "detail_mismatch", 3, 4, "collective_mismatch", [3], "stop",
+     {"env": {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}}),
+    ("detail_ddp_segv_all", "detail_ddp", 0, 0, "process_crash", [], "restart",
+     {"env": {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}}),
+    ("nan_r2", "nan_one", 2, 5, "numerical", [2], "stop", {}),
+    ("nan_all", "nan_all", 0, 5, "numerical", [], "stop", {"style": "rankfmt"}),
+    ("memory_r1", "memory", 1, 3, "host_oom", [1], "stop", {}),
+    ("diskfull_r0", "diskfull", 0, 6, "storage_io", [0], "restart", {}),
+    ("dl_worker_kill_r3", "dl_worker_kill", 3, 4, "process_crash", [3], "restart", {}),
+    ("dl_worker_exc_r1", "dl_worker_exc", 1, 5, "application_error", [1], "stop", {"style": "print"}),
+    ("init_late_r2", "init_late", 2, 0, "hang", [2], "restart", {"timeout": 10.0}),
+    ("exception_restart_r1", "exception", 1, 4, "application_error", [1], "stop", {"max_restarts": 1}),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
+    name, fault, rank, step, cat, culprits, action, extra = case
+    d = out / name
+    d.mkdir(parents=True, exist_ok=True)
+    nproc = int(extra.get("nproc", 4))
+    torchrun = [sys.executable, "-m", "torch.distributed.run"]
+    argv = [*torchrun, "--nproc-per-node", str(nproc), "--master-port", str(free_port()),
+            "--max-restarts", str(extra.get("max_restarts", 0))]
+    if keep_logdir:
+        argv += ["--log-dir", str(d / "logs"), "--tee", "3"]
+    argv += [str(HERE / "train.py"), "--fault", fault, "--rank", str(rank), "--step", str(step),
+             "--steps", str(extra.get("steps", 20)), "--timeout", str(extra.get("timeout", 15.0)),
+             "--style", str(extra.get("style", "logging")), "--data", str(d / "no-such-data")]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env.update(extra.get("env", {}))  # type: ignore[arg-type]
+    t0 = time.time()
+    with open(d / "console.log", "wb") as con:
+        p = subprocess.Popen(argv, stdout=con, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            rc = p.wait(timeout=240)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGTERM)
+            time.sleep(3)
+            os.killpg(p.pid, signal.SIGKILL)
+            rc = p.wait()
+    truth = {
+        "schema": "firstfault.truth/v1", "fault": fault, "culprit_ranks": culprits, "step": step,
+        "expected_category": cat, "expected_action": action, "nproc": nproc, "exit_code": rc,
+        "duration_s": round(time.time() - t0, 1), "command": argv, "env": extra.get("env", {}),
+        "generator": "tools/realjobs/make_set.py (independent of firstfault.simulate)",
+    }
+    (d / "truth.json").write_text(json.dumps(truth, indent=1))
+    return d
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--jobs", type=int, default=2)
+    a = ap.parse_args()
+    cases = [c for c in CASES if not a.only or c[0] in a.only]
+    with ThreadPoolExecutor(a.jobs) as ex:
+        futs = [ex.submit(run_case, a.out, c, i % 2 == 0) for i, c in enumerate(cases)]
+        for f in futs:
+            print("wrote", f.result(), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+"""An independent little training job for firstfault's development set of real runs.
+
+Why it exists: firstfault's simulator (``firstfault.simulate``) is what the tool was tuned on;
+accuracy that counts is on output it was not built from. This job is written separately, in a
+different style (DDP, its own logging format, a real DataLoader with workers), and fails in the
+ways real jobs fail: configuration errors before the first step, a silent SIGKILL, a gloo size
+mismatch, a hang, a full disk, a NaN, ... Every message in its logs is printed by real torch,
+gloo, torchrun, CPython or by this script's own (ordinary) application code.
+
+Run under torchrun or srun; see ``tools/realjobs/make_set.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import logging
+import os
+import signal
+import sys
+import time
+import warnings
+from datetime import timedelta
+
+FAULTS = (
+    "none", "warnings", "straggler", "exception", "missing_file_all", "missing_file_one", "divisible",
+    "import", "version", "sigkill", "sigkill_then_peer_exc", "segfault", "abort", "exit", "hang",
+    "size_mismatch", "detail_mismatch", "nan_one", "nan_all", "memory", "diskfull", "dl_worker_kill",
+    "dl_worker_exc", "init_late", "hang_forever", "detail_ddp",
+)
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    p.add_argument("--fault", choices=FAULTS, default="none")
+    p.add_argument("--rank", type=int, default=1, help="the rank the fault hits")
+    p.add_argument("--step", type=int, default=5, help="the step it hits at")
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--timeout", type=float, default=15.0, help="process-group timeout, seconds")
+    p.add_argument("--style", choices=("logging", "print", "rankfmt"), default="logging")
+    p.add_argument("--data", default="/tmp/ff-realjobs-data")
+    p.add_argument("--ckpt", default="/tmp/ff-realjobs-ckpt")
+    p.add_argument("--workers", type=int, default=1)
+    return p.parse_args()
+
+
+def setup_log(style: str, rank: int) -> logging.Logger:
+    log = logging.getLogger("trainer")
+    h = logging.StreamHandler(sys.stdout)
+    if style == "logging":
+        h.setFormatter(logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
+    elif style == "rankfmt":
+        h.setFormatter(logging.Formatter(f"[%(asctime)s][rank {rank}][%(levelname)s] %(message)s"))
+    else:
+        h.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(h)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    return log
+
+
+def main() -> None:
+    a = parse()
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    log = setup_log(a.style, rank)
+    hit = rank == a.rank
+
+    if a.fault == "import":
+        import apex  # noqa: F401  (a dependency the environment lacks, on every rank)
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.utils.data import DataLoader, Dataset
+
+    if a.fault == "version":
+        need = (3, 1)
+        have = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+        if have < need:
+            raise RuntimeError(f"this training recipe requires torch>=3.1, but found torch=={torch.__version__}")
+    if a.fault == "missing_file_all" or (a.fault == "missing_file_one" and hit):
+        path = os.path.join(a.data, f"shard-{rank:05d}.bin" if a.fault == "missing_file_one" else "tokenizer.json")
+        with open(path, "rb") as fh:
+            fh.read()
+    if a.fault == "init_late" and hit:
+        time.sleep(a.timeout * 3)
+
+    log.info("initialising process group: rank %d of %d, backend gloo", rank, world)
+    dist.init_process_group("gloo", timeout=timedelta(seconds=a.timeout))
+    if a.fault == "divisible":
+        pp = 3
+        if world % pp != 0:
+            raise ValueError(f"world size ({world}) is not divisible by pipeline_parallel_size ({pp})")
+
+    torch.manual_seed(0)
+
+    class Tokens(Dataset):  # type: ignore[type-arg]
+        def __len__(self) -> int:
+            return 100_000
+
+        def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+            step = (i - sampler_offset) // 8
+            info = torch.utils.data.get_worker_info()
+            if a.fault == "dl_worker_kill" and hit and step == a.step and info is not None:
+                os.kill(os.getpid(), signal.SIGKILL)
+            if a.fault == "dl_worker_exc" and hit and step == a.step:
+                record = {"text": "..."}
+                return record["input_ids"], record["labels"]  # KeyError in the data pipeline
+            if a.fault == "hang" and hit and step == a.step:
+                time.sleep(3600)  # a stuck read from remote storage
+            g = torch.Generator().manual_seed(i)
+            x = torch.randn(64, generator=g)
+            return x, torch.tensor(i % 10)
+
+    sampler_offset = rank * 8 * (a.steps + 5)
+    loader = DataLoader(
+        torch.utils.data.Subset(Tokens(), range(sampler_offset, sampler_offset + 8 * (a.steps + 5))),
+        batch_size=8, num_workers=a.workers, shuffle=False,
+    )
+    net = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+    # DDP under TORCH_DISTRIBUTED_DEBUG=DETAIL crashes torch 2.13's CPU build at start-up (SIGSEGV on
+    # every rank, kept as its own case); the mismatch case all-reduces gradients by hand instead
+    model = net if a.fault == "detail_mismatch" else DDP(net)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    lossf = nn.CrossEntropyLoss()
+    if a.fault == "warnings":
+        warnings.warn("torch.cuda.amp.GradScaler is deprecated; use torch.amp.GradScaler('cuda') instead", FutureWarning)
+        log.warning("checkpoint directory %s exists and is not empty; files may be overwritten", a.ckpt)
+
+    t_last = time.perf_counter()
+    for step, (x, y) in enumerate(loader):
+        if step >= a.steps:
+            break
+        if a.fault == "nan_one" and hit and step == a.step:
+            x = x * float("nan")
+        if a.fault == "nan_all" and step == a.step:
+            x = x * float("inf")
+        out = model(x)
+        loss = lossf(out, y)
+        if a.fault in ("nan_one", "nan_all") and not torch.isfinite(loss):
+            raise FloatingPointError(f"loss is {loss.item()} at step {step}; stopping (check the data and the learning rate)")
+        opt.zero_grad()
+        loss.backward()
+        if model is net:
+            for p in net.parameters():
+                dist.all_reduce(p.grad)
+        opt.step()
+        if a.fault == "straggler" and hit:
+            time.sleep(0.04)
+        if a.fault == "size_mismatch" and step == a.step:
+            metrics = torch.zeros(3000 if hit else 2000)  # a gradient bucket of another size
+            dist.all_reduce(metrics)
+        if a.fault == "detail_mismatch" and step == a.step:
+            sub = dist.new_group([2, 3]) if world >= 4 else dist.group.WORLD
+            if rank in (2, 3):
+                t = torch.ones(4)
+                if hit:
+                    dist.all_gather([torch.zeros(4) for _ in range(2)], t, group=sub)
+                else:
+                    dist.all_reduce(t, group=sub)
+        if hit and step == a.step:
+            if a.fault == "exception":
+                lr_schedule = {0: 0.1, 100: 0.01}
+                _ = lr_schedule[step]  # a KeyError in the user's code
+            if a.fault in ("sigkill", "sigkill_then_peer_exc"):
+                os.kill(os.getpid(), signal.SIGKILL)
+            if a.fault == "segfault":
+                ctypes.string_at(0)
+            if a.fault == "abort":
+                os.abort()
+            if a.fault == "exit":
+                log.info("early stopping criterion met; leaving the training loop")
+                sys.exit(3)
+            if a.fault == "memory":
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_AS, (2 * 1024**3, 2 * 1024**3))
+                _ = torch.empty(4 * 1024**3, dtype=torch.uint8)
+            if a.fault == "diskfull":
+                log.info("saving checkpoint at step %d", step)
+                torch.save(model.state_dict(), "/dev/full")
+        if a.fault == "sigkill_then_peer_exc" and rank != a.rank and step == a.step + 1:
+            # the peer's own code raises when a metric round-trip it depends on fails
+            try:
+                dist.barrier()
+            except RuntimeError as exc:
+                raise RuntimeError(f"evaluation sync failed at step {step}: {exc}") from exc
+        now = time.perf_counter()
+        ms = (now - t_last) * 1000
+        t_last = now
+        if a.style == "print":
+            print(f"iter {step + 1}/{a.steps} | loss {loss.item():.4f} | {ms:.1f} ms/it", flush=True)
+        else:
+            log.info("step %d/%d loss=%.4f step_time_ms=%.1f", step + 1, a.steps, loss.item(), ms)
+    if a.fault == "hang_forever" and hit:
+        time.sleep(3600)
+    dist.barrier()
+    if rank == 0:
+        os.makedirs(a.ckpt, exist_ok=True)
+        torch.save(model.state_dict(), os.path.join(a.ckpt, "final.pt"))
+        log.info("training finished: %d steps", a.steps)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
