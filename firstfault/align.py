@@ -198,3 +198,19 @@ def apply_offsets(events: Sequence[Event], offsets: Sequence[Offset]) -> None:
     for e in events:
         if e.ts is not None and e.host in by_host:
             e.ts += by_host[e.host]
+
+
+def bound_inherited(events: Sequence[Event], end: float | None) -> None:
+    """Give every event whose time was inherited the latest time it can have: the next line below it
+    in the same file that has a time of its own, else ``end`` (the job's end)."""
+    by_source: dict[str, list[Event]] = {}
+    for e in events:
+        by_source.setdefault(e.source, []).append(e)
+    for evs in by_source.values():
+        evs.sort(key=lambda e: e.line)
+        upper = end
+        for e in reversed(evs):
+            if e.ts_quality == "exact" and e.ts is not None:
+                upper = e.ts
+            elif e.ts_quality == "inherited" and e.ts is not None:
+                e.ts_hi = max(e.ts, upper) if upper is not None else None

@@ -39,6 +39,7 @@ from firstfault.reason.configuration import (
     template_key,
 )
 from firstfault.reason.causality import RING_RECV, awaited_ranks, group_mismatch, ring_sender
+from firstfault.reason.straggler import find_slowdown
 from firstfault.reason.unrecognised import unrecognised_candidates
 from firstfault.reason.window import JobWindow
 from firstfault.records import (
@@ -75,7 +76,6 @@ DEFAULT_ACTION = {
     Category.UNKNOWN: Action.RESTART,
 }
 NEAR_TIE_S = 1.0
-STRAGGLER_RATIO = 1.3
 
 
 @dataclass
@@ -89,6 +89,7 @@ class Evidence:
     fr_events: list[Event] = field(default_factory=list)
     window: JobWindow | None = None
     launch_start: float | None = None  # the job's start as a launcher or the scheduler recorded it
+    series: dict[int, list[float]] = field(default_factory=dict)  # each rank's own work per step
 
 
 def _weak(c: Candidate) -> bool:
@@ -272,33 +273,78 @@ def _stalled_first(first: Candidate, corr: Correlation, ev: Evidence) -> Candida
     return Candidate("silent", None, slow.rank, None, slow.last_step_ts + step_s, Category.HANG, reasons)
 
 
-def _straggler(ev: Evidence) -> Candidate | None:
-    """The rank whose own compute time stands out, over the whole run or over its last quarter.
+STALL_BEFORE_LIMIT_S = 60.0  # silence this long before a time limit is a stall, not a job that ran out of time
 
-    A GPU that throttles half-way through a run barely moves its whole-run median; the recent
-    window sees it. Training is synchronous, so every rank's *step* time grows with it: only the
-    rank's own compute time (the progress line's ``compute_ms``) tells the slow one.
+
+def _stalled_before_limit(win: Candidate, corr: Correlation, ev: Evidence) -> Candidate | None:
+    """A job cancelled at its time limit that had stopped making progress long before it.
+
+    Under plain ``srun`` (no watchdog, or a process-group timeout longer than the job's limit) a
+    hang prints nothing until the scheduler kills the job. The time limit is then the consequence;
+    the stall is the root. Progress that went on until the limit means the job simply ran out of
+    time (the limit stays the root). The culprit is the rank that stopped behind its peers, or the
+    one whose stack dump at the kill shows it somewhere its peers are not; often neither tells.
     """
+    e = win.event
+    if e is None or e.fields.get("reason") != "time_limit" or win.ts is None:
+        return None
+    prog = [p for p in ev.progress if p.last_step_ts is not None and p.last_step is not None]
+    if not prog:
+        return None
+    last = max(p.last_step_ts for p in prog if p.last_step_ts is not None)
+    intervals = [p.step_interval_s for p in prog if p.step_interval_s]
+    need = max(STALL_BEFORE_LIMIT_S, 10 * median(intervals)) if intervals else STALL_BEFORE_LIMIT_S
+    if win.ts - last < need:
+        return None
+    steps = sorted({p.last_step for p in prog if p.last_step is not None})
+    reasons = [
+        f"no rank made progress for {win.ts - last:.0f} s before the time limit (last step {steps[-1]} at "
+        f"{iso(last)}): the job hung, and the time limit only ended it ({e.source}:{e.line})"
+    ]
+    culprit, why = _odd_rank_out(corr, prog)
+    if why:
+        reasons.append(why)
+    else:
+        reasons.append("every rank stopped at the same step and nothing in the logs tells which one hung first")
+    return Candidate("stalled", None, culprit, None, last, Category.HANG, reasons)
+
+
+def _odd_rank_out(corr: Correlation, prog: Sequence[RankProgress]) -> tuple[int | None, str | None]:
+    """The one rank that stopped behind the rest, or whose stack dump differs from all of theirs."""
+    by_step = sorted(prog, key=lambda p: p.last_step if p.last_step is not None else 0)
+    if len(by_step) >= 2 and (by_step[0].last_step or 0) < (by_step[1].last_step or 0):
+        p = by_step[0]
+        return p.rank, f"rank {p.rank} stopped at step {p.last_step}, behind every peer"
+    tops: dict[int, str] = {}
+    for r, v in corr.ranks.items():
+        stack = next((x for x in v.events if x.fields.get("top_frame")), None)
+        if stack is not None:
+            tops[r] = stack.fields["top_frame"]
+    if len(tops) >= 3:
+        counts: dict[str, list[int]] = {}
+        for r, t in tops.items():
+            counts.setdefault(t, []).append(r)
+        odd = [rs[0] for rs in counts.values() if len(rs) == 1]
+        if len(counts) == 2 and len(odd) == 1:
+            r = odd[0]
+            return r, f"at the kill rank {r} was in {tops[r]}, every peer elsewhere ({_where_stopped(corr.ranks[r].events) or ''})"
+    return None, None
+
+
+def _straggler(ev: Evidence) -> Candidate | None:
+    """A rank whose own work per step shows a real, sustained slowdown (``reason.straggler``), or
+    the flight recorder's late rank. Wall step times alone never make one: in synchronous
+    training every rank waits for the slowest, so they cannot show which it was."""
     fr_late = [c for c in _fr_culprits(ev.fr) if c.get("kind") in ("straggler", "late", "slow")]
     if fr_late:
         r = int(fr_late[0]["rank"])
         return Candidate("slow", None, r, None, None, Category.STRAGGLER, [str(fr_late[0].get("reason"))])
-    best: tuple[float, int, float, float, str] | None = None
-    for label, attr in (("median step", "median_step_ms"), ("median step over its last quarter", "recent_step_ms")):
-        times = {p.rank: getattr(p, attr) for p in ev.progress if getattr(p, attr)}
-        if len(times) < 2:
-            continue
-        slow_rank, slow = max(times.items(), key=lambda kv: kv[1])
-        base = median([t for r, t in times.items() if r != slow_rank])
-        if base > 0 and (best is None or slow / base > best[0]):
-            best = (slow / base, slow_rank, slow, base, label)
-    if best is None or best[0] < STRAGGLER_RATIO:
+    slow = find_slowdown(ev.series)
+    if slow is None:
         return None
-    _, slow_rank, slow, base, label = best
-    return Candidate(
-        "slow", None, slow_rank, None, None, Category.STRAGGLER,
-        [f"rank {slow_rank}'s {label} took {slow:.0f} ms against {base:.0f} ms on its peers"],
-    )
+    prog = {p.rank: p for p in ev.progress}
+    interval = prog[slow.rank].step_interval_s if slow.rank in prog else None
+    return Candidate("slow", None, slow.rank, None, None, Category.STRAGGLER, [slow.describe(interval)])
 
 
 def _merge_host(cands: list[Candidate], ctx: ParseContext | None) -> list[Candidate]:
@@ -381,13 +427,20 @@ def _hypothesis(c: Candidate, corr: Correlation, ev: Evidence) -> Hypothesis:
         )
     elif c.kind == "silent":
         what = "left the job without an error of its own; its peers lost their connections to it"
+    elif c.kind == "stalled":
+        what = c.reasons[0] if c.reasons else "the job stopped making progress"
     else:
         what = "; ".join(c.reasons)
+    job_level = root is not None and root.fields.get("job_level") == "1"
+    if job_level:  # the scheduler's word about the whole job (a cancel, a time limit, its memory limit)
+        ranks, hosts = [], []
     where = f"rank {ranks[0]}" if ranks else (f"host {hosts[0]}" if hosts else "unknown location")
     if hosts and ranks:
         where += f" on {hosts[0]}"
-    if c.kind == "common":
-        where = "every rank"
+    if c.kind == "common" or (job_level and c.kind != "stalled"):
+        where = "every rank" if c.kind == "common" else "the whole job"
+    elif c.kind == "stalled":
+        where = f"rank {c.rank}" if c.rank is not None else "every rank"
     summary = f"{cat.value.replace('_', ' ')} on {where}: {what}"
     reasons = list(c.reasons)
     if root is not None:
@@ -410,12 +463,13 @@ _KIND_PHRASE = {
     "slow": "a slow rank",
     "unrecognised": "an error line no signature recognises",
     "common": "a failure every rank shared",
+    "stalled": "a job that stalled long before its time limit",
 }
 
 
 def _confidence(win: Candidate, rest: Sequence[Candidate], ev: Evidence) -> tuple[float, list[str]]:
     why: list[str] = []
-    base = {"event": 0.8, "exit": 0.7, "silent": 0.55, "slow": 0.6, "unrecognised": 0.35, "common": 0.8}.get(
+    base = {"event": 0.8, "exit": 0.7, "silent": 0.55, "slow": 0.6, "unrecognised": 0.35, "common": 0.8, "stalled": 0.6}.get(
         win.kind, 0.5
     )
     score = base
@@ -546,6 +600,9 @@ def attribute(corr: Correlation, ev: Evidence, warnings: Sequence[str] = (), lat
             flight_recorder=ev.fr,
         )
     win, rest = cands[0], cands[1:]
+    stalled = _stalled_before_limit(win, corr, ev)
+    if stalled is not None:
+        win, rest = stalled, [win, *rest]
     world = _world_size(corr, ev)
     common = common_failure(corr, world)
     if common is not None and _common_applies(win, common):

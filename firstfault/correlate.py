@@ -316,7 +316,8 @@ def near(host_event: Event, rank_event: Event) -> bool:
         return False
     if host_event.ts is None or rank_event.ts is None:
         return True
-    return -5.0 <= rank_event.ts - host_event.ts <= HOST_EXPLAINS_WINDOW_S
+    latest = rank_event.ts_hi if rank_event.ts_hi is not None else rank_event.ts  # an inherited time is a lower bound
+    return rank_event.ts - host_event.ts <= HOST_EXPLAINS_WINDOW_S and latest - host_event.ts >= -5.0
 
 
 def same_process(host_event: Event, rank_event: Event) -> bool | None:

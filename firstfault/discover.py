@@ -26,6 +26,7 @@ MAX_RATIO = 200
 _ELASTIC = re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/(?P<stream>stdout|stderr)\.log$")
 _ELASTIC_ERR = re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/error\.json$")
 _FR_NAME = re.compile(r"(?:fr_trace|nccl_trace|_dump|trace)_?(?:rank_?)?(?P<rank>\d+)(?:\.json)?$")
+_SCRIPT_SUFFIXES = (".sbatch", ".sh", ".slurm", ".py", ".bash")
 _SLURM_OUT = re.compile(r"^slurm-\d+(?:_\d+)?\.(?:out|err)$")
 # a bundle collected per host: "hosts/<host>/" or "nodes/<host>/", "host-<host>/", or a folder
 # named like a node ("node07/", which is its host name).
@@ -133,6 +134,8 @@ def sniff_kind(rel: str, head: bytes) -> str:
         return "fr_dump"
     if name in {"topology.json"}:
         return "topology"
+    if name.endswith(_SCRIPT_SUFFIXES) or head.startswith(b"#!"):
+        return "script"  # the job's batch or launch script: what was asked for, not what happened
     if _is_binary(head):
         return "binary"
     if _SLURM_OUT.match(name):

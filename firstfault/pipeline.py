@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from firstfault.align import align, apply_offsets, estimate_offsets, sort_key
+from firstfault.align import align, apply_offsets, bound_inherited, estimate_offsets, sort_key
 from firstfault.attribute import Evidence, attribute
 from firstfault.correlate import correlate, place_rankless
 from firstfault.discover import Bundle, BundleError, discover
@@ -236,6 +236,7 @@ def _analyze_bundle(bundle: Bundle, registry: Registry, fr_beside: _FRBeside) ->
     peer_host = {
         e.id: nccl._resolve_peer(e.fields.get("peer"), pr.ctx.topology, {})[0] for e in tl.events if e.fields.get("peer")
     }
+    bound_inherited(tl.events, window.end)
     context = demote_outside(tl.events, window, pr.ctx.job_files)
     context += demote_inconsequential(tl.events, peer_host)
     if context:
@@ -265,7 +266,7 @@ def _analyze_bundle(bundle: Bundle, registry: Registry, fr_beside: _FRBeside) ->
     )
     ev = Evidence(
         progress=pr.rank_progress(first), fr=fr, ctx=pr.ctx, action_of=action_of, window=window,
-        launch_start=window.start if launched else None,
+        launch_start=window.start if launched else None, series=pr.own_series(first),
     )
     ev.fr_events = fr_events(fr, bundle, len(pr.events))
     _missing_rank_warnings(bundle, ranks, warnings)

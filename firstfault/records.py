@@ -94,6 +94,9 @@ class Event:
     severity: str = "error"
     ts: float | None = None
     ts_quality: str = "none"
+    # for a time inherited from a line above (a lower bound): the latest the line can have been
+    # printed (the next timed line below it, else the job's end); None when unknown or exact
+    ts_hi: float | None = None
     host: str | None = None
     rank: int | None = None
     local_rank: int | None = None

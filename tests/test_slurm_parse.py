@@ -188,7 +188,7 @@ def test_torch_exception_under_srun() -> None:
     assert topo.rank_host == {0: "node01", 1: "node01", 2: "node02", 3: "node02"}
     exits = _by_sig(events, "slurm.task_exit", ".out")
     first = exits[0]
-    assert (first.host, first.rank, first.fields["exit_code"]) == ("node01", 1, "1")  # the culprit
+    assert (first.host, first.rank, first.fields["exitcode"]) == ("node01", 1, "1")  # the culprit
     assert {(e.host, e.rank) for e in exits} == {("node01", 0), ("node01", 1), ("node02", 2), ("node02", 3)}
     states = {e.source: e.fields["job_state"] for e in events if e.signature == "slurm.job_state_failed"}
     assert set(states.values()) == {"FAILED"} and len(states) == 2  # scontrol and sacct
@@ -266,7 +266,7 @@ def test_learn_topology_from_env_echo_and_exits() -> None:
 def test_wide_job_padded_labels() -> None:
     events, topo = _events(FIX / "wide_labels")
     exits = _by_sig(events, "slurm.task_exit")
-    assert [(e.rank, e.host, e.fields["exit_code"]) for e in exits] == [(11, "node02", "7")]
+    assert [(e.rank, e.host, e.fields["exitcode"]) for e in exits] == [(11, "node02", "7")]
     assert len(topo.rank_host) == 12
 
 

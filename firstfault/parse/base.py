@@ -116,6 +116,7 @@ class Progress:
     first_ts: float | None = None
     steps_seen: int = 0
     step_ms: list[float] = field(default_factory=list)
+    own_ms: list[float] = field(default_factory=list)  # own work per step (compute_ms), where lines give it
     last_source: str | None = None
     last_line: int | None = None
     last_text: str | None = None

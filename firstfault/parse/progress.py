@@ -31,17 +31,18 @@ _RANK = re.compile(r"\[rank(?P<rank>\d+)\]|\brank[ =:](?P<rank2>\d+)\b")
 # "lm loss: 3.2E+00"), or tqdm's rate ("12/620 [00:52<50:17, 4.95s/it]"). Used to tell a failure
 # before training from one during it (``reason.configuration``), never to count steps.
 TRAINING_MARKER = re.compile(
-    r"(?i)(?:\b(?:step|iter(?:ation)?)\s*[:=]?\s*\d+\s*(?:/\s*\d+)?\b"
-    r"|\b(?:lm |train(?:ing)?[ _])?loss['\"]?\s*[:=|]?\s*[-+]?(?:\d+\.\d+(?:e[-+]?\d+)?|nan|inf)\b"
+    r"(?:(?<![-\w])(?:[Ss]tep|[Ii]ter(?:ation)?)\s*[:=]?\s*\d+(?![.\d])\s*(?:/\s*\d+)?"
+    r"|(?i:\b(?:lm |train(?:ing)?[ _])?loss['\"]?\s*[:=|]?\s*[-+]?(?:\d+\.\d+(?:e[-+]?\d+)?|nan|inf)\b)"
     r"|\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)\])"
 )
-TRAINING_LITERALS = ("step", "Step", "iter", "Iter", "loss", "Loss", "LOSS", "it/s", "s/it")
+TRAINING_LITERALS = ("step", "Step", "iter", "Iter", "loss", "Loss", "LOSS", "it/s", "s/it")  # "STEP 9.0": SLURM's
 
 
 def match_progress(text: str) -> tuple[int, float | None, int | None] | None:
     """(step, step_ms, rank-if-named) when ``text`` is a progress line.
 
-    ``step_ms`` is the rank's own compute time when the line gives it, else the step time.
+    ``step_ms`` is the rank's own compute time when the line gives it, else the step time
+    (:func:`own_ms` tells which).
     """
     for pat in _PATTERNS:
         m = pat.search(text)
@@ -56,3 +57,9 @@ def match_progress(text: str) -> tuple[int, float | None, int | None] | None:
                 rank = int(r["rank"] or r["rank2"])
             return int(m["step"]), float(ms) if ms else None, rank
     return None
+
+
+def own_ms(text: str) -> float | None:
+    """The rank's own work in this step (``compute_ms`` and the like), if the line gives it."""
+    m = _OWN_MS.search(text)
+    return float(m["ms"]) if m else None

@@ -41,6 +41,10 @@ class ParseResult:
     lines_flagged: int = 0
     skipped: list[str] = field(default_factory=list)
 
+    def own_series(self, attempt: int | None = None) -> dict[int, list[float]]:
+        """Each rank's own work per step (compute time), in step order: what a straggler shows in."""
+        return {rank: list(p.own_ms) for rank, p in self.ctx.progress(attempt).items() if p.own_ms}
+
     def rank_progress(self, attempt: int | None = None) -> list[RankProgress]:
         out = []
         for rank, p in sorted(self.ctx.progress(attempt).items()):
@@ -344,6 +348,7 @@ class _Seen:
     last_line: int
     steps: int = 0
     ms: list[float] = field(default_factory=list)
+    own: list[float] = field(default_factory=list)  # the rank's own work per step, where the line says
 
 
 def _progress(
@@ -369,6 +374,9 @@ def _progress(
     s.steps += 1
     if ms is not None:
         s.ms.append(ms)
+        own = progress_mod.own_ms(text)
+        if own is not None:
+            s.own.append(own)
 
 
 def _merge_progress(seen: dict[int, _Seen], ctx: ParseContext, sf: SourceFile) -> None:
@@ -388,6 +396,7 @@ def _merge_progress(seen: dict[int, _Seen], ctx: ParseContext, sf: SourceFile) -
         room = 100_000 - len(p.step_ms)
         if room > 0:
             p.step_ms.extend(s.ms[:room])
+            p.own_ms.extend(s.own[:room])
 
 
 # Workers pay a fork and the shipping of their events back: worth it for many files or many bytes.

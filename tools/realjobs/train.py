@@ -26,7 +26,7 @@ FAULTS = (
     "none", "warnings", "straggler", "exception", "missing_file_all", "missing_file_one", "divisible",
     "import", "version", "sigkill", "sigkill_then_peer_exc", "segfault", "abort", "exit", "hang",
     "size_mismatch", "detail_mismatch", "nan_one", "nan_all", "memory", "diskfull", "dl_worker_kill",
-    "dl_worker_exc", "init_late", "hang_forever", "detail_ddp",
+    "dl_worker_exc", "init_late", "hang_forever", "detail_ddp", "alloc_start",
 )
 
 
@@ -86,6 +86,9 @@ def main() -> None:
     if a.fault == "init_late" and hit:
         time.sleep(a.timeout * 3)
 
+    if a.fault == "alloc_start":
+        cache = torch.ones(200 * 1024 * 1024)  # an 800 MB token cache loaded before training
+        log.info("token cache loaded: %d entries", cache.numel())
     log.info("initialising process group: rank %d of %d, backend gloo", rank, world)
     dist.init_process_group("gloo", timeout=timedelta(seconds=a.timeout))
     if a.fault == "divisible":

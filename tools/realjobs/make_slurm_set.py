@@ -1,0 +1,139 @@
+"""Build firstfault's development set of real SLURM jobs from ``train.py`` (not the simulator).
+
+    python tools/realjobs/make_slurm_set.py OUT [--only CASE ...]
+
+A real SLURM (Debian's slurmctld/slurmd/munge, two nodes on this host, started by
+``firstfault.simulate.slurm.SlurmCluster``) runs ``train.py`` through ``srun -l`` (or torchrun
+under srun) with a fault; the bundle is what the job left: ``slurm-<id>.out``, ``scontrol show
+job``, ``sacct``, the job's slurmctld/slurmd lines, and ``truth.json`` labelled from the
+injection. Memory limits are enforced (``jobacct_gather/linux`` with ``OverMemoryKill``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from firstfault.simulate.slurm import JobRecord, SlurmCluster, _free_ports, task_env
+
+HERE = Path(__file__).resolve().parent
+# name, fault, rank, step, category, culprit ranks, culprit hosts, action, options
+CASES: list[tuple[str, str, int, int, str, list[int], list[str], str, dict[str, object]]] = [
+    ("s_healthy", "none", 0, 0, "none", [], [], "none", {}),
+    ("s_exception_r2", "exception", 2, 5, "application_error", [2], [], "stop", {}),
+    ("s_exception_r1_kill", "exception", 1, 4, "application_error", [1], [], "stop", {"kill": True}),
+    ("s_hang_timelimit_r1", "hang", 1, 4, "hang", [1], [], "restart", {"time": "1", "timeout": 3600, "steps": 100000}),
+    ("s_timelimit_progress", "none", 0, 0, "scheduler", [], [], "restart", {"time": "1", "steps": 1000000}),
+    ("s_sigkill_r3", "sigkill", 3, 6, "process_crash", [3], [], "restart", {}),
+    ("s_sigkill_peer_exc_r2", "sigkill_then_peer_exc", 2, 4, "process_crash", [2], [], "restart", {"style": "rankfmt"}),
+    ("s_missing_file_all", "missing_file_all", 0, 0, "configuration", [], [], "stop", {}),
+    ("s_memlimit_start", "alloc_start", 0, 0, "configuration", [], [], "stop", {"mem": "300M"}),
+    ("s_segfault_r0", "segfault", 0, 5, "process_crash", [0], [], "restart", {"style": "print"}),
+    ("s_size_mismatch_r2", "size_mismatch", 2, 4, "collective_mismatch", [2], [], "stop", {}),
+    ("s_import", "import", 0, 0, "configuration", [], [], "stop", {"style": "print"}),
+    ("s_nan_r3", "nan_one", 3, 5, "numerical", [3], [], "stop", {"kill": True}),
+    ("s_torchrun_exception_r2", "exception", 2, 5, "application_error", [2], [], "stop", {"launcher": "torchrun"}),
+    ("s_scancel", "none", 0, 0, "scheduler", [], [], "none", {"steps": 1000000, "scancel_after": 4}),
+    ("s_abort_r1_kill", "abort", 1, 3, "process_crash", [1], [], "restart", {"kill": True, "style": "print"}),
+]
+
+
+class MemCluster(SlurmCluster):
+    """The harness's cluster with memory accounting on, so ``--mem`` is enforced."""
+
+    def write_config(self) -> None:
+        super().write_config()
+        text = self.conf.read_text().replace(
+            "JobAcctGatherType=jobacct_gather/none",
+            "JobAcctGatherType=jobacct_gather/linux\nJobAcctGatherFrequency=1\nJobAcctGatherParams=OverMemoryKill",
+        )
+        self.conf.write_text(text.replace("SelectTypeParameters=CR_Core", "SelectTypeParameters=CR_Core_Memory"))
+
+
+def script(case: tuple, bundle: Path, port: int) -> str:
+    name, fault, rank, step, *_rest, opts = case
+    opts = dict(opts)
+    train = (
+        f"{sys.executable} {HERE / 'train.py'} --fault {fault} --rank {rank} --step {step} "
+        f"--steps {opts.get('steps', 20)} --timeout {opts.get('timeout', 15)} --style {opts.get('style', 'logging')} "
+        f"--data {bundle / 'no-such-data'} --ckpt {bundle / 'ckpt'}"
+    )
+    sb = [f"--job-name={name}", "--nodes=2", f"--output={bundle}/slurm-%j.out", "--no-requeue"]
+    if opts.get("launcher") == "torchrun":
+        sb += ["--ntasks-per-node=1", "--cpus-per-task=2"]
+    else:
+        sb += ["--ntasks-per-node=2"]
+    if opts.get("time"):
+        sb.append(f"--time={opts['time']}")
+    if opts.get("mem"):
+        sb.append(f"--mem={opts['mem']}")
+    srun = "srun -l" + (" --kill-on-bad-exit=1" if opts.get("kill") else "")
+    if opts.get("launcher") == "torchrun":
+        body = (
+            f"{srun} bash -c '{sys.executable} -m torch.distributed.run --nnodes $SLURM_NNODES --nproc-per-node 2 "
+            f"--node-rank $SLURM_NODEID --rdzv-backend static --master-addr $MASTER_ADDR --master-port $MASTER_PORT "
+            f"--max-restarts 0 {train.split(' ', 1)[1]}'"
+        )
+    else:
+        body = (
+            f"{srun} bash -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS; "
+            f"exec {train}'"
+        )
+    head = "\n".join(f"#SBATCH {o}" for o in sb)
+    return f"#!/bin/bash\n{head}\nexport MASTER_ADDR=127.0.0.1 MASTER_PORT={port}\n{body}\n"
+
+
+def run(c: SlurmCluster, case: tuple, out: Path) -> tuple[JobRecord, float]:
+    bundle = (out / case[0]).resolve()
+    shutil.rmtree(bundle, ignore_errors=True)
+    bundle.mkdir(parents=True)
+    text = script(case, bundle, _free_ports(1)[0])
+    (bundle / "job.sbatch").write_text(text)
+    env = task_env(None)
+    env.pop("PYTHONWARNINGS", None)
+    job_id = c.sbatch(bundle / "job.sbatch", env=env)
+    rec = JobRecord(job_id, case[0], case[0], bundle, bundle / f"slurm-{job_id}.out", text, tasks_per_node=2)
+    return rec, time.time()
+
+
+def finish(c: SlurmCluster, case: tuple, rec: JobRecord, t0: float) -> None:
+    name, fault, rank, step, cat, ranks, hosts, action, opts = case
+    if opts.get("scancel_after"):
+        c.wait_output(rec.output, rf"step {opts['scancel_after']}/", 120)
+        c.scancel(rec.job_id)
+    state = c.wait_done(rec.job_id, 240)
+    time.sleep(1.0)
+    c.collect(rec)
+    truth = {
+        "schema": "firstfault.truth/v1", "fault": fault, "culprit_ranks": ranks, "culprit_hosts": hosts,
+        "expected_category": cat, "expected_action": action, "step": step, "slurm_state": state,
+        "duration_s": round(time.time() - t0, 1), "options": opts,
+        "generator": "tools/realjobs/make_slurm_set.py (independent of firstfault.simulate's workload)",
+    }
+    (rec.bundle / "truth.json").write_text(json.dumps(truth, indent=1))
+    print("wrote", rec.bundle, state, flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--only", nargs="*")
+    a = ap.parse_args()
+    cases = [c for c in CASES if not a.only or c[0] in a.only]
+    slow = [c for c in cases if c[8].get("time")]
+    fast = [c for c in cases if not c[8].get("time")]
+    with MemCluster() as c:
+        pending = [(case, *run(c, case, a.out)) for case in slow]  # the minute-long ones run beside the rest
+        for case in fast:
+            rec, t0 = run(c, case, a.out)
+            finish(c, case, rec, t0)
+        for case, rec, t0 in pending:
+            finish(c, case, rec, t0)
+
+
+if __name__ == "__main__":
+    main()
