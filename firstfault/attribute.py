@@ -163,7 +163,10 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
     # victims that name whom they wait for (a store key, a monitored barrier) point at the culprit
     awaited = awaited_ranks(e for v in corr.ranks.values() for e in v.events if e.role == Role.CASCADE)
     quiet += [r for r in sorted(awaited) if r not in quiet and r not in victims]
-    pool = quiet or list(corr.ranks)
+    # no quiet rank: every rank that printed was a victim; only positive evidence names one of them
+    pool = quiet or _behind_or_named(corr, prog, fr_pos_of)
+    if not pool and not fr_list:
+        return [_nobody_stands_out(corr, victims, ev)]
     # a rank that entered the collective with other arguments times out like its peers: not quiet
     pool += [
         int(c["rank"]) for c in fr_list
@@ -217,6 +220,36 @@ def _silent_candidates(corr: Correlation, ev: Evidence) -> list[Candidate]:
 
     out.sort(key=key)
     return out
+
+
+def _behind_or_named(corr: Correlation, prog: dict[int, RankProgress], fr_pos_of: dict[int, int]) -> list[int]:
+    """Among ranks that all timed out: those the flight recorder names, or the one behind the rest."""
+    named = [r for r in fr_pos_of if r in corr.ranks]
+    steps = sorted((p.last_step, r) for r, p in prog.items() if p.last_step is not None and r in corr.ranks)
+    behind = [steps[0][1]] if len(steps) >= 2 and steps[0][0] < steps[1][0] else []
+    return list(dict.fromkeys(named + behind))
+
+
+def _nobody_stands_out(corr: Correlation, victims: set[int], ev: Evidence) -> Candidate:
+    """Every rank in the logs timed out waiting and none stands out: say so, name no culprit."""
+    world = ev.ctx.topology.world_size if ev.ctx is not None else None
+    seen = sorted(corr.ranks)
+    reasons = [
+        f"every rank in the logs ({_rank_list(seen)}) reported a timeout or lost connection: none is the "
+        "rank the others waited for"
+    ]
+    if world is None:
+        reasons.append(
+            "the world size is not in the logs, so a rank that printed nothing cannot be ruled out: it is the "
+            "likely culprit (add the launcher's output, NCCL's init lines or a topology.json)"
+        )
+    elif len(seen) >= world:
+        reasons.append(f"all {world} ranks timed out: a collective no rank could finish (a mismatch or a fabric stall)")
+    return Candidate("silent", None, None, None, None, Category.HANG, reasons)
+
+
+def _rank_list(ranks: Sequence[int]) -> str:
+    return ", ".join(map(str, ranks[:8])) + (f", ... ({len(ranks)} ranks)" if len(ranks) > 8 else "")
 
 
 def _where_stopped(events: Sequence[Event]) -> str | None:
@@ -418,6 +451,8 @@ def _hypothesis(c: Candidate, corr: Correlation, ev: Evidence) -> Hypothesis:
     root = c.event
     if root is not None:
         what = root.text.strip()
+    elif c.kind == "silent" and c.rank is None:
+        what = "every rank that printed timed out waiting; no rank stands out as the one they waited for"
     elif c.kind == "silent" and cat == Category.HANG:
         timed_out = any(
             v.first_cascade is not None and v.first_cascade.category == Category.HANG for v in corr.ranks.values()

@@ -140,12 +140,26 @@ def signatures_cmd(
 
 @bench_app.command("accuracy")
 def bench_accuracy(
-    cases: Annotated[Path, typer.Argument(help="Directory of bundles, each with a truth.json")],
+    cases: Annotated[
+        Path | None, typer.Argument(help="Directory of bundles, each with a truth.json")
+    ] = None,
+    corpus: Annotated[
+        Path | None,
+        typer.Option("--corpus", help="A corpus of real logs (log.txt + label.toml per case) instead"),
+    ] = None,
     markdown: Annotated[
         Path | None, typer.Option("--markdown", help="Also write the table as Markdown")
     ] = None,
 ) -> None:
-    """Per-case accuracy table against truth.json, next to the naive and torchrun baselines."""
+    """Per-case accuracy table against truth.json (next to the naive and torchrun baselines), or on a
+    labelled corpus of real logs with --corpus."""
+    if corpus is not None:
+        from firstfault.bench.corpus import run_corpus
+
+        run_corpus(corpus, markdown)
+        raise typer.Exit(0)
+    if cases is None:
+        raise _fail("give a directory of bundles, or --corpus DIR")
     from firstfault.bench.accuracy import run_accuracy
 
     code = run_accuracy(cases, markdown)

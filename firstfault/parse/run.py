@@ -8,6 +8,7 @@ only if the prefilter flagged it.
 from __future__ import annotations
 
 import json
+import re
 import multiprocessing as mp
 import os
 import sys
@@ -288,6 +289,25 @@ def _training_marks(lines: list[str], ctx: ParseContext) -> None:
 
 
 _CLOCKISH = ":"
+# Lines that state the job's world size: an environment echo, a config dump ("world_size ..... 8"),
+# NCCL's init ("nranks 8"), ProcessGroupNCCL's options ("size: 8, global rank: 0"), Lightning's
+# "MEMBER: 1/8". A claimed size above MAX_WORLD is not believed (it would only cost memory).
+_WORLD = re.compile(
+    r"(?:\bWORLD_SIZE=|\bworld[_ ]size\b['\"]?\s*(?:[:=]|\.{3,})\s*|\bn[Rr]anks |\bsize: (?=\d+, global rank: )"
+    r"|\bMEMBER: \d+/)(?P<n>\d{1,7})\b"
+)
+MAX_WORLD = 262_144
+
+
+def _world_size(lines: list[str], ctx: ParseContext) -> None:
+    """The largest world size a line of these states (the world group, not a sub-group's size)."""
+    for raw in lines:
+        if "ize" not in raw and "anks" not in raw and "MEMBER" not in raw:
+            continue
+        for m in _WORLD.finditer(raw):
+            n = int(m["n"])
+            if 1 < n <= MAX_WORLD and (ctx.topology.world_size is None or n > ctx.topology.world_size):
+                ctx.topology.world_size = n
 
 
 def _head_and_tail(sf: SourceFile, ctx: ParseContext, total_lines: int, own_progress: bool) -> None:
@@ -319,6 +339,7 @@ def _head_and_tail(sf: SourceFile, ctx: ParseContext, total_lines: int, own_prog
     last = _first_time(lines[::-1], ctx)
     _training_marks(head, ctx)
     _training_marks(lines, ctx)
+    _world_size(head, ctx)
     if first is not None or last is not None:
         lo, hi = first if first is not None else last, last if last is not None else first
         assert lo is not None and hi is not None

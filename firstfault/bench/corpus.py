@@ -1,0 +1,158 @@
+"""Accuracy on the real-world corpus: logs people pasted into public threads, labelled from the thread.
+
+Each case is a folder with ``log.txt`` (the paste, verbatim) and ``label.toml`` (URL, category,
+culprit ranks where the thread establishes them, the line that shows the fault, and why), written
+before firstfault ever saw the log (see corpus/README.md). A case is scored on:
+
+* **category**: firstfault's category equals the label's;
+* **culprit**: top-1 rank equals the label's first culprit rank, only where the label names one
+  (a label with no culprit is right when firstfault names no rank either, or scores nothing when
+  it says it cannot tell: ``culprit_ranks = []`` with ``culprit_known = false``);
+* **silent**: a failed case answered ``none`` (the goal is zero);
+* **false alarm**: a healthy case answered with anything but ``none``.
+
+Cases are split into a development half and a held-out half by a hash of their name, so that the
+held-out figure is measured on cases no rule was written against (report both).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import tomllib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+TEST_SHARE = 4  # of 10: the held-out share of the corpus
+
+
+@dataclass
+class CorpusResult:
+    name: str
+    project: str
+    split: str
+    truth_category: str
+    truth_ranks: list[int]
+    culprit_known: bool
+    failed: bool
+    category: str
+    ranks: list[int]
+    summary: str
+    seconds: float
+    error: str = ""
+
+    @property
+    def category_ok(self) -> bool:
+        return self.category == self.truth_category
+
+    @property
+    def culprit_scored(self) -> bool:
+        return self.culprit_known
+
+    @property
+    def culprit_ok(self) -> bool:
+        if self.truth_ranks:
+            return bool(self.ranks) and self.ranks[0] == self.truth_ranks[0]
+        return not self.ranks
+
+    @property
+    def silent(self) -> bool:
+        return self.failed and self.category == "none"
+
+    @property
+    def false_alarm(self) -> bool:
+        return not self.failed and self.category != "none"
+
+
+def split_of(name: str) -> str:
+    h = int(hashlib.sha256(name.encode()).hexdigest(), 16)
+    return "held-out" if h % 10 < TEST_SHARE else "dev"
+
+
+def corpus_cases(root: Path) -> list[Path]:
+    return sorted(p.parent for p in root.rglob("label.toml") if (p.parent / "log.txt").exists())
+
+
+def evaluate_case(case: Path) -> CorpusResult:
+    from firstfault.discover import BundleError
+    from firstfault.pipeline import analyze
+
+    label = tomllib.loads((case / "label.toml").read_text(encoding="utf-8"))
+    ranks = [int(r) for r in label.get("culprit_ranks", [])]
+    known = bool(label.get("culprit_known", True))
+    failed = label.get("outcome", "failed") != "healthy"
+    t0 = time.perf_counter()
+    try:
+        v = analyze(case / "log.txt")
+        cat, got, summary, err = str(v.category), list(v.culprit.ranks), v.summary, ""
+    except BundleError as exc:
+        cat, got, summary, err = "error", [], "", str(exc)
+    return CorpusResult(
+        case.name, str(label.get("project", "?")), split_of(case.name), str(label.get("category", "?")), ranks,
+        known, failed, cat, got, summary, time.perf_counter() - t0, err,
+    )
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{n}/{d} ({100 * n / d:.0f}%)" if d else "-"
+
+
+def totals(rows: list[CorpusResult]) -> dict[str, str]:
+    scored = [r for r in rows if r.culprit_scored]
+    failed = [r for r in rows if r.failed]
+    healthy = [r for r in rows if not r.failed]
+    return {
+        "cases": str(len(rows)),
+        "category": _pct(sum(r.category_ok for r in rows), len(rows)),
+        "culprit top-1 (labelled)": _pct(sum(r.culprit_ok for r in scored), len(scored)),
+        "failed answered none": _pct(sum(r.silent for r in failed), len(failed)),
+        "healthy flagged": _pct(sum(r.false_alarm for r in healthy), len(healthy)),
+    }
+
+
+def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -> list[CorpusResult]:
+    rows = [evaluate_case(c) for c in corpus_cases(root)]
+    con = Console()
+    if verbose:
+        t = Table(title=f"corpus: {root}")
+        for col in ("case", "split", "truth", "firstfault", "culprit", "summary"):
+            t.add_column(col, overflow="fold")
+        for r in rows:
+            truth = r.truth_category + (f" r{r.truth_ranks[0]}" if r.truth_ranks else "")
+            mark = "✓" if r.category_ok else "✗"
+            cmark = ("✓" if r.culprit_ok else "✗") if r.culprit_scored else "·"
+            got = ",".join(map(str, r.ranks[:3])) or "-"
+            t.add_row(r.name, r.split, truth, f"{mark} {r.category}", f"{cmark} {got}", (r.summary or r.error)[:90])
+        con.print(t)
+    s = Table(title="totals")
+    s.add_column("measure")
+    for split in ("all", "dev", "held-out"):
+        s.add_column(split)
+    parts = {"all": rows, "dev": [r for r in rows if r.split == "dev"], "held-out": [r for r in rows if r.split != "dev"]}
+    tots = {k: totals(v) for k, v in parts.items()}
+    for key in tots["all"]:
+        s.add_row(key, *(tots[k][key] for k in ("all", "dev", "held-out")))
+    con.print(s)
+    conf = Counter((r.truth_category, r.category) for r in rows if not r.category_ok)
+    if conf:
+        c = Table(title="category misses (label -> firstfault)")
+        c.add_column("label")
+        c.add_column("firstfault")
+        c.add_column("n")
+        for (a, b), n in conf.most_common():
+            c.add_row(a, b, str(n))
+        con.print(c)
+    if markdown is not None:
+        lines = ["| measure | all | dev | held-out |", "|---|---|---|---|"]
+        lines += [f"| {k} | {tots['all'][k]} | {tots['dev'][k]} | {tots['held-out'][k]} |" for k in tots["all"]]
+        lines += ["", "| case | split | label | firstfault | culprit label | culprit firstfault |", "|---|---|---|---|---|---|"]
+        lines += [
+            f"| {r.name} | {r.split} | {r.truth_category} | {r.category} | {r.truth_ranks or '-'} | {r.ranks[:3] or '-'} |"
+            for r in rows
+        ]
+        markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return rows
