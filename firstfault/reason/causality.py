@@ -44,7 +44,8 @@ def awaited_ranks(events: Iterable[Event]) -> Counter[int]:
 
 # "Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=0, OpType=ALLGATHER, TensorShape=[4], ..."
 _FINGERPRINT = re.compile(
-    r"Rank (?P<rank>\d+) is running collective: CollectiveFingerPrint\((?P<fp>[^()]*(?:\([^()]*\)[^()]*)*)\)"
+    r"Rank (?P<rank>\d+) is running collective: CollectiveFingerPrint\((?P<fp>SequenceNumber=\d+, "
+    r"OpType=\w+(?:, TensorShape=\[[^\]]{0,200}\])?(?:, TensorDtypes=\w+)?)"
 )
 
 
@@ -59,8 +60,7 @@ class GroupMismatch:
 
 
 def _short(fp: str) -> str:
-    keep = [p.strip() for p in fp.split(",") if p.strip().startswith(("OpType", "TensorShape", "SequenceNumber"))]
-    return ", ".join(keep) or fp[:80]
+    return fp.split(", ", 1)[1] if fp.startswith("SequenceNumber=") and ", " in fp else fp[:120]
 
 
 def group_mismatch(reports: Sequence[Event]) -> GroupMismatch | None:
