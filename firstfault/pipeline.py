@@ -216,6 +216,12 @@ def _analyze_bundle(bundle: Bundle, registry: Registry, fr_beside: _FRBeside) ->
     if pr.files_read == 0 and not bundle.of_kind("fr_dump"):
         kinds = ", ".join(sorted({f.kind for f in bundle.files}))
         raise BundleError(f"{bundle.root}: no log files firstfault can read (found only: {kinds})")
+    if not _looks_like_a_job(pr, bundle):
+        kinds = ", ".join(sorted({f.kind for f in bundle.files}))
+        raise BundleError(
+            f"{bundle.root if len(bundle.files) > 1 else bundle.files[0].path}: does not look like the output of a "
+            f"training job (no launcher, rank, scheduler, kernel, NCCL or training line; files: {kinds})"
+        )
     t_parse = time.perf_counter()
     warnings = pre + list(pr.ctx.warnings)
     nccl.learn_topology(pr.events, pr.ctx.topology)
@@ -294,6 +300,16 @@ def _analyze_bundle(bundle: Bundle, registry: Registry, fr_beside: _FRBeside) ->
         "total_s": round(time.perf_counter() - t0, 4),
     }
     return verdict
+
+
+def _looks_like_a_job(pr: ParseResult, bundle: Bundle) -> bool:
+    """Any line a signature knows (noise included), training under way, an error line, a flight-recorder
+    dump or a launcher's per-rank file: evidence that this is what a job left. Without any, saying
+    "no failure" would be a lie about a file that is not a job log at all."""
+    return bool(
+        pr.events or pr.ctx.training_seen or any(pr.ctx.progress_by_attempt.values()) or bundle.of_kind("fr_dump")
+        or bundle.of_kind("elastic_rank_log", "elastic_error_json")
+    )
 
 
 def assign_attempts(events: Sequence[Event], starts: dict[int, float]) -> None:
