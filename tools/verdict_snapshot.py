@@ -6,6 +6,7 @@ signature) bundle by bundle.
 
     python tools/verdict_snapshot.py snap OUT.json [BUNDLE ...]   # default: every fixture bundle
     python tools/verdict_snapshot.py diff BEFORE.json AFTER.json
+    --full (with snap): keep the whole verdict JSON, not only its outcome
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def default_bundles() -> list[Path]:
     return out
 
 
+FULL = False  # --full: the whole verdict (minus timings), for a refactor that must change nothing
+
+
 def summary(path: Path) -> dict[str, object]:
     from firstfault.discover import BundleError
     from firstfault.pipeline import analyze
@@ -35,6 +39,11 @@ def summary(path: Path) -> dict[str, object]:
         v = analyze(path)
     except BundleError as exc:
         return {"error": str(exc)}
+    if FULL:
+        d = v.to_dict()
+        d.pop("stats", None)
+        d.get("inputs", {}).pop("path", None)
+        return d
     return {
         "category": str(v.category),
         "ranks": v.culprit.ranks[:3],
@@ -45,6 +54,10 @@ def summary(path: Path) -> dict[str, object]:
 
 
 def main(argv: list[str]) -> int:
+    global FULL
+    if "--full" in argv:
+        FULL = True
+        argv = [a for a in argv if a != "--full"]
     if len(argv) >= 2 and argv[0] == "snap":
         paths = [Path(p) for p in argv[2:]] or default_bundles()
         snap = {}
