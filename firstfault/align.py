@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
-from firstfault.records import Event, Role
+from firstfault.vocab import Event, Role
 
 DUP_WINDOW_S = 2.0
 INHERITED_DUP_WINDOW_S = 300.0

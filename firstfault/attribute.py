@@ -29,7 +29,7 @@ from firstfault.correlate import (
 )
 from firstfault.lost_hosts import date_lost_hosts
 from firstfault.parse.base import ParseContext
-from firstfault.parse.timestamps import iso
+from firstfault.reason.causality import RING_RECV, awaited_ranks, group_mismatch, ring_sender
 from firstfault.reason.configuration import (
     CommonFailure,
     TrainingSeen,
@@ -38,11 +38,10 @@ from firstfault.reason.configuration import (
     pretraining_category,
     template_key,
 )
-from firstfault.reason.causality import RING_RECV, awaited_ranks, group_mismatch, ring_sender
 from firstfault.reason.straggler import find_slowdown
 from firstfault.reason.unrecognised import unrecognised_candidates
 from firstfault.reason.window import JobWindow
-from firstfault.records import (
+from firstfault.vocab import (
     Action,
     Category,
     ChainLink,
@@ -54,6 +53,7 @@ from firstfault.records import (
     Role,
     Verdict,
 )
+from firstfault.vocab.timefmt import iso
 
 # What to do when a signature does not say: hardware is excluded, transient faults restarted,
 # and faults that will recur on restart (code, config, data) stop the job.
@@ -418,9 +418,8 @@ def _rank_of_host_event(h: Candidate, ctx: ParseContext) -> int | None:
     if failed:
         return failed[0]
     if h.event is not None and h.event.gpu:
-        from firstfault.parse.nccl import ranks_on_gpu
-
-        on_gpu = ranks_on_gpu(ctx.topology, h.host, h.event.gpu)
+        
+        on_gpu = ctx.topology.ranks_on_gpu(h.host, h.event.gpu)
         if on_gpu:
             return on_gpu[0]
     return None

@@ -57,7 +57,7 @@ _mount("firstfault.flightrec.cli", "fr", "Analyse PyTorch flight-recorder dumps.
 @app.command()
 def version() -> None:
     """Print the version and the verdict schema version."""
-    from firstfault.records import SCHEMA_VERSION
+    from firstfault.vocab import SCHEMA_VERSION
 
     print(f"firstfault {__version__} (verdict schema {SCHEMA_VERSION})")
 

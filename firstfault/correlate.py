@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from firstfault.match.unrecognised import UNRECOGNISED
-from firstfault.records import Category, Event, Layer, Role
 from firstfault.transients import Recovery, demote_recovered
+from firstfault.vocab import Category, Event, Layer, Role
 
 # Lower layers explain higher ones: a GPU falling off the bus explains the CUDA error above it.
 LAYER_DEPTH = {
@@ -330,7 +330,7 @@ def same_process(host_event: Event, rank_event: Event) -> bool | None:
 def _other_gpu(host_event: Event, rank_event: Event) -> bool:
     if not host_event.gpu or not rank_event.gpu:
         return False
-    from firstfault.parse.kernel import normalize_pci
+    from firstfault.vocab.topology import normalize_pci
 
     a, b = normalize_pci(host_event.gpu), normalize_pci(rank_event.gpu)
     return bool(a and b and a != b)

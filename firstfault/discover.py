@@ -18,6 +18,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from firstfault.vocab.errors import BundleError
+
 SNIFF = 16 * 1024
 MAX_ARCHIVE_BYTES = 8 * 1024**3
 MAX_ARCHIVE_MEMBERS = 200_000
@@ -33,10 +35,6 @@ _SLURM_OUT = re.compile(r"^slurm-\d+(?:_\d+)?\.(?:out|err)$")
 _NODE_DIR = re.compile(
     r"(?:^|/)(?:(?:hosts|nodes)/(?P<named>[\w.-]+)|host[-_](?P<prefixed>[\w.-]+?)|(?P<node>node[-_]?[\w.-]*?))/"
 )
-
-
-class BundleError(Exception):
-    """The input cannot be used at all (exit code 2)."""
 
 
 @dataclass(slots=True)

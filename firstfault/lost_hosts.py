@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from firstfault.correlate import Candidate, Correlation
-from firstfault.parse.base import Topology
-from firstfault.parse.nccl import PEER_SIGNATURES, normalize_ip, short_host
-from firstfault.parse.timestamps import iso
-from firstfault.records import Category, Event, RankProgress
+from firstfault.parse.nccl import PEER_SIGNATURES
+from firstfault.vocab import Category, Event, RankProgress
+from firstfault.vocab.timefmt import iso
+from firstfault.vocab.topology import Topology, normalize_ip, short_host
 
 # connection errors land after NCCL's IB retry window; allow the clock skew between hosts too
 _SLACK_S = 2.0

@@ -19,11 +19,10 @@ from firstfault.correlate import correlate, place_rankless
 from firstfault.discover import Bundle, BundleError, discover
 from firstfault.match.registry import Registry, load_registry
 from firstfault.parse import nccl
-from firstfault.parse.base import Topology
-from firstfault.parse.kernel import normalize_pci
 from firstfault.parse.run import ParseResult, parse_bundle
 from firstfault.reason.window import demote_inconsequential, demote_outside, job_window
-from firstfault.records import Action, Category, Event, Layer, Role, Verdict
+from firstfault.vocab import Action, Category, Event, Layer, Role, Verdict
+from firstfault.vocab.topology import Topology, normalize_pci
 
 
 def _known_ranks(pr: ParseResult, bundle: Bundle) -> list[int]:

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from firstfault.records import Event, Role
+from firstfault.vocab import Event, Role
 
 # Fields that, when both events carry them, must agree (same HCA, same port, same process).
 _SAME = ("ib_dev", "ib_port", "nic_pci", "pid")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from firstfault.records import Action, Category, Layer, Role
+from firstfault.vocab import Action, Category, Layer, Role
 
 
 @dataclass(frozen=True, slots=True)

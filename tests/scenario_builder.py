@@ -660,7 +660,7 @@ SKEW_TOLERANCE_S = 2.5
 
 def check(v: Any, exp: Expect) -> list[str]:
     """Mismatches between a verdict and the expectation (empty: the scenario passes)."""
-    from firstfault.parse.kernel import normalize_pci
+    from firstfault.vocab.topology import normalize_pci
 
     bad: list[str] = []
     c = v.culprit

@@ -21,9 +21,10 @@ from hypothesis import strategies as st
 from firstfault.discover import SourceFile, discover
 from firstfault.match.registry import load_registry
 from firstfault.parse.base import ParseContext
-from firstfault.parse.kernel import find_anchor, host_from_path, normalize_pci, parse_line
+from firstfault.parse.kernel import find_anchor, host_from_path, parse_line
 from firstfault.parse.run import parse_bundle, parse_file
-from firstfault.records import Category, Event, Role
+from firstfault.vocab import Category, Event, Role
+from firstfault.vocab.topology import normalize_pci
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("FIRSTFAULT_SHARED", REPO.parent / "shared"))

@@ -13,10 +13,10 @@ import pytest
 from firstfault.discover import discover
 from firstfault.match.registry import Registry, load_file, load_registry
 from firstfault.parse import ibstat
-from firstfault.parse.base import Topology
-from firstfault.parse.nccl import learn_topology, localize_link_faults, normalize_ip, ranks_on_gpu, short_host
+from firstfault.parse.nccl import learn_topology, localize_link_faults
 from firstfault.parse.run import parse_bundle
-from firstfault.records import Category, Event, Layer, Role
+from firstfault.vocab import Category, Event, Layer, Role
+from firstfault.vocab.topology import Topology, normalize_ip, short_host
 
 REPO = Path(__file__).resolve().parent.parent
 SIG_DIR = REPO / "firstfault" / "signatures"
@@ -253,7 +253,7 @@ def test_topology_from_nccl_lines() -> None:
     assert topo.world_size == 2
     # a kernel Xid on gpu-b's 0000:9b:00 (NVRM spelling) names rank 1
     assert (
-        ranks_on_gpu(topo, "gpu-b", "0000:9b:00") == [1] and ranks_on_gpu(topo, "gpu-a", "0000:9b:00") == []
+        topo.ranks_on_gpu("gpu-b", "0000:9b:00") == [1] and topo.ranks_on_gpu("gpu-a", "0000:9b:00") == []
     )
     warn = [e for e in events if e.signature == "nccl.ib_completion_error_v1"]
     assert {(e.host, e.rank, e.pid) for e in warn} == {("gpu-a", 0, 5776), ("gpu-b", 1, 4321)}

@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
-from firstfault.records import (
+from firstfault.report import bench_html
+from firstfault.report.html import MAX_SAMPLES, build_model, render_html, write_html
+from firstfault.vocab import (
     Action,
     Category,
     ChainLink,
@@ -32,8 +34,6 @@ from firstfault.records import (
     Role,
     Verdict,
 )
-from firstfault.report import bench_html
-from firstfault.report.html import MAX_SAMPLES, build_model, render_html, write_html
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / ".artifacts"
 T0 = 1741087207.412

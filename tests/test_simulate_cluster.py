@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from firstfault.match.registry import load_registry
-from firstfault.parse.base import strip_prefixes
 from firstfault.parse.kernel import parse_line
 from firstfault.simulate.cluster import FAULT_KINDS, Layout, SimConfig, parse_fault, simulate_cluster
 from firstfault.simulate.cluster.layout import ProcessGroups
 from firstfault.simulate.cluster.schedule import Schedule, Stop, propagate
 from firstfault.simulate.cluster.templates import SOURCES
+from firstfault.vocab.identity import strip_prefixes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REAL_TORCHRUN = FIXTURES / "slurm" / "torch_exception_torchrun"

@@ -13,7 +13,6 @@ import pytest
 import firstfault.parse.slurm  # noqa: F401  (registers the slurm_output parser)
 from firstfault.discover import discover, sniff_kind
 from firstfault.match.registry import load_file, load_registry
-from firstfault.parse.base import Topology
 from firstfault.parse.run import parse_bundle
 from firstfault.parse.slurm import (
     MAX_HOSTS,
@@ -26,7 +25,8 @@ from firstfault.parse.slurm import (
     parse_scontrol_job,
     parse_scontrol_jobs,
 )
-from firstfault.records import Event
+from firstfault.vocab import Event
+from firstfault.vocab.topology import Topology
 
 FIX = Path(__file__).parent / "fixtures" / "slurm"
 SIGS = Path(__file__).resolve().parent.parent / "firstfault" / "signatures" / "slurm.toml"

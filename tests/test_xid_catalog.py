@@ -17,7 +17,7 @@ import pytest
 
 from firstfault import xid
 from firstfault.match.registry import load_registry
-from firstfault.records import Action, Role
+from firstfault.vocab import Action, Role
 
 REPO = Path(__file__).resolve().parent.parent
 CSV = REPO.parent / "shared" / "peer-data" / "xid-catalog" / "xid_catalog.csv"

@@ -21,7 +21,7 @@ from firstfault.discover import BundleError, discover
 from firstfault.match.registry import Registry, load_registry
 from firstfault.parse.run import parse_bundle
 from firstfault.pipeline import analyze_bundle
-from firstfault.records import Event, Role
+from firstfault.vocab import Event, Role
 
 
 @dataclass

@@ -28,6 +28,8 @@ import struct
 import threading
 from typing import Any
 
+from firstfault.vocab.errors import InputError
+
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DumpLoadError",
@@ -50,7 +52,7 @@ a stray multi-GB file from exhausting memory."""
 _MAX_MEMO = 50_000_000
 
 
-class DumpLoadError(Exception):
+class DumpLoadError(InputError):
     """Base of every error raised while reading one dump file.
 
     Carries the file name so a caller that loads thousands of dumps can turn each

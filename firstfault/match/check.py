@@ -17,11 +17,10 @@ Three promises keep signatures honest as the registry grows to hundreds of entri
 from __future__ import annotations
 
 import time
-
 from collections import Counter
 
 from firstfault.match.registry import Registry, Signature, builtin_files, load_file
-from firstfault.parse.base import strip_prefixes
+from firstfault.vocab.identity import strip_prefixes
 
 PROBE_CHARS = 16 * 1024
 WORST_CASE_S = 0.25

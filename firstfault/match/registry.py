@@ -18,15 +18,12 @@ from pathlib import Path
 
 from firstfault.match.prefilter import AhoCorasickFinder, HyperscanFinder, make_finder
 from firstfault.match.unrecognised import ERROR_LITERALS
-from firstfault.records import Action, Category, Layer, Role
+from firstfault.vocab import Action, Category, Layer, Role
+from firstfault.vocab.errors import SignatureError
 
 CLASSIFY_CACHE = 65536
 _MISS = object()
 _REQUIRED = ("id", "pattern", "literals", "category", "layer", "role", "source")
-
-
-class SignatureError(ValueError):
-    """A signature file is malformed; the message names the file and the signature."""
 
 
 @dataclass(slots=True)

@@ -19,34 +19,11 @@ from typing import Any, ClassVar
 from firstfault.discover import SourceFile
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
+from firstfault.vocab.identity import ELASTIC_PREFIX, RANK_PREFIX, strip_prefixes
+from firstfault.vocab.topology import Topology
 
-# torchrun --tee / --log-line-prefix-template default: "[default3]:" (role name + local rank)
-_ELASTIC_PREFIX = re.compile(r"^\[(?!rank\d)(?P<role>[A-Za-z_][\w-]*?)(?P<lr>\d+)\]:")
-# torch's c10 logger and distributed errors: "[rank3]:" (global rank)
-_RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:")
 # cheap precheck: every timestamp format firstfault reads has a clock in it
 _CLOCK = re.compile(r"\d\d:\d\d:\d\d")
-# srun -l / --label: "3: " (global task id), padded with spaces for wide jobs
-_SRUN_PREFIX = re.compile(r"^\s*(?P<task>\d{1,6}): ")
-
-
-def strip_prefixes(text: str, srun: bool = True) -> tuple[str, int | None, int | None]:
-    """Remove launcher prefixes; returns (text, local_rank, global_rank) where they said."""
-    local_rank = rank = None
-    m = _ELASTIC_PREFIX.match(text)
-    if m:
-        local_rank = int(m["lr"])
-        text = text[m.end() :]
-    elif srun and (m2 := _SRUN_PREFIX.match(text)):
-        rank = int(m2["task"])
-        text = text[m2.end() :]
-    m3 = _RANK_PREFIX.match(text)
-    if m3:
-        rank = int(m3["rank"])
-        end = m3.end() + 1 if text[m3.end() : m3.end() + 1] == " " else m3.end()
-        text = text[end:]
-    return text, local_rank, rank
-
 
 def _rank_dir(rel: str) -> str:
     return rel.rsplit("/", 1)[0]
@@ -89,21 +66,6 @@ class LineInfo:
     local_rank: int | None = None
     gpu: str | None = None
     pid: int | None = None
-
-
-@dataclass(slots=True)
-class Topology:
-    """What the bundle says about placement: rank -> host, local rank, GPU; host -> ranks."""
-
-    rank_host: dict[int, str] = field(default_factory=dict)
-    rank_local: dict[int, int] = field(default_factory=dict)
-    rank_gpu: dict[int, str] = field(default_factory=dict)
-    world_size: int | None = None
-    groups: dict[str, list[int]] = field(default_factory=dict)
-    ip_host: dict[str, str] = field(default_factory=dict)
-
-    def host_ranks(self, host: str) -> list[int]:
-        return sorted(r for r, h in self.rank_host.items() if h == host)
 
 
 @dataclass(slots=True)
@@ -203,7 +165,7 @@ class SourceParser:
                 continue
             ts = parse_timestamp(above, self.ctx.year_hint)
             if ts is None:
-                m = _ELASTIC_PREFIX.match(above) or _RANK_PREFIX.match(above)
+                m = ELASTIC_PREFIX.match(above) or RANK_PREFIX.match(above)
                 if m:
                     ts = parse_timestamp(above[m.end() :], self.ctx.year_hint)
             if ts is not None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from firstfault.parse.base import ParseContext
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
-from firstfault.records import Event
+from firstfault.vocab import Event
 
 _REC_RANK = re.compile(r"^\s*rank\s*: (?P<rank>\d+) \(local_rank: (?P<local_rank>\d+)\)")
 _REC_HOST = re.compile(r"^\s*host\s*: (?P<host>\S+)")
@@ -46,7 +46,7 @@ _FH_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<f
 
 def faulthandler_stack(ev: Event, hit: Hit, ctx: ParseContext) -> None:
     """The frames below a faulthandler dump header: where the thread was when signalled."""
-    from firstfault.parse.base import strip_prefixes
+    from firstfault.vocab.identity import strip_prefixes
 
     frames: list[str] = []
     for raw in hit.after(24):

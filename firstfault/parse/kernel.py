@@ -39,6 +39,7 @@ from firstfault.discover import SourceFile
 from firstfault.parse.base import LineInfo, ParseContext, SourceParser, register_parser
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
+from firstfault.vocab.topology import normalize_pci
 
 HEAD_BYTES = 256 * 1024
 
@@ -93,10 +94,6 @@ _BTIME = re.compile(r"^btime\s+(?P<v>\d{9,11})\s*$")
 _NVRM_PCI = re.compile(
     r"NVRM: (?:Xid \((?:PCI:)?|GPU (?:at )?(?:PCI:)?|The NVIDIA GPU |.*?for GPU at PCI:)"
     r"(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)"
-)
-_PCI_ANY = re.compile(
-    r"^(?:(?P<dom>[0-9A-Fa-f]{1,8}):)?(?P<bus>[0-9A-Fa-f]{1,2}):(?P<dev>[0-9A-Fa-f]{1,2})"
-    r"(?:\.(?P<fn>[0-7]))?$"
 )
 
 _GENERIC_DIRS = frozenset(
@@ -157,30 +154,6 @@ _NAME_HOST = (
         r"^(?P<host>[A-Za-z0-9][\w.-]*?)[-_.](?:dmesg|kern|kernel|kmsg|journal|syslog)(?:\.(?:log|txt|out))?$"
     ),
 )
-
-
-def normalize_pci(pci: str | None) -> str | None:
-    """Canonical ``dddd:bb:dd.f`` (lower case) from any spelling a log uses, or None.
-
-    NVRM writes ``0000:9b:00`` (no function), lspci/nvidia-smi ``00000000:9B:00.0`` (8-digit
-    domain), NCCL's ``busId`` ``9b000`` or ``0000:9b:00.0``. One spelling lets a kernel Xid join a
-    rank's GPU.
-    """
-    if not pci:
-        return None
-    s = pci.strip().lower()
-    if s.startswith("pci:"):
-        s = s[4:]
-    m = _PCI_ANY.match(s)
-    if m:
-        dom = int(m["dom"] or "0", 16)
-        return f"{dom:04x}:{int(m['bus'], 16):02x}:{int(m['dev'], 16):02x}.{m['fn'] or '0'}"
-    if re.fullmatch(r"[0-9a-f]{4,13}", s):
-        # NCCL's int64 busId printed in hex: ...[domain][bus:8][device:5|function:3] -> "9b000"
-        v = int(s, 16)
-        fn, dev, bus, dom = v & 0xF, (v >> 4) & 0xFF, (v >> 12) & 0xFF, v >> 20
-        return f"{dom:04x}:{bus:02x}:{dev:02x}.{fn & 7}"
-    return None
 
 
 @dataclass(slots=True)

@@ -25,11 +25,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from firstfault.parse.base import LineInfo, SourceParser, Topology, register_parser
+from firstfault.parse.base import LineInfo, SourceParser, register_parser
 from firstfault.parse.ibstat import HostIB
-from firstfault.parse.kernel import normalize_pci
 from firstfault.parse.stream import Hit
-from firstfault.records import Event
+from firstfault.vocab import Event
+from firstfault.vocab.topology import Topology, normalize_ip, normalize_pci, short_host
 
 # "<host>:<pid>:<tid> [<cudaDev>] " with an optional "[2026-09-09 10:46:33] " in front
 NCCL_PREFIX = re.compile(
@@ -62,26 +62,6 @@ TOPOLOGY_SIGNATURES = frozenset(
         "nccl.net_socket_using",
     }
 )
-
-
-def short_host(name: str | None) -> str | None:
-    """Host names are compared by their first label: NCCL prints gethostname(), syslog the FQDN."""
-    if not name:
-        return None
-    n = name.strip().lower()
-    if re.fullmatch(r"[0-9.]+|[0-9a-f:]+", n):
-        return n
-    return n.split(".", 1)[0]
-
-
-def normalize_ip(ip: str | None) -> str | None:
-    """IPv4-mapped GIDs and addresses (``::ffff:10.0.0.1``) as plain IPv4."""
-    if not ip:
-        return None
-    s = ip.strip().strip("[]")
-    if s.lower().startswith("::ffff:"):
-        s = s[7:]
-    return s
 
 
 @register_parser("nccl_debug")
@@ -184,19 +164,6 @@ def learn_topology(events: list[Event], topology: Topology) -> NcclPlacement:
                 e.rank = world_rank
                 e.gpu = e.gpu or topology.rank_gpu.get(world_rank)
     return pl
-
-
-def ranks_on_gpu(topology: Topology, host: str | None, gpu: str | None) -> list[int]:
-    """The ranks that ran on GPU ``gpu`` (any PCI spelling) of ``host``: joins a kernel Xid to ranks."""
-    want = normalize_pci(gpu)
-    if not want:
-        return []
-    h = short_host(host)
-    return sorted(
-        r
-        for r, g in topology.rank_gpu.items()
-        if normalize_pci(g) == want and (h is None or short_host(topology.rank_host.get(r)) == h)
-    )
 
 
 @dataclass(slots=True)

@@ -8,9 +8,9 @@ only if the prefilter flagged it.
 from __future__ import annotations
 
 import json
-import re
 import multiprocessing as mp
 import os
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,10 +22,13 @@ from firstfault.match.registry import Registry
 from firstfault.match.unrecognised import ERROR_LITERALS, UNRECOGNISED, is_error_line
 from firstfault.parse import hooks, kernel, nccl, slurm  # noqa: F401  (kernel, nccl, slurm register parsers)
 from firstfault.parse import progress as progress_mod
-from firstfault.parse.base import ParseContext, Progress, Topology, parser_for, remap_ranks, strip_prefixes
+from firstfault.parse.base import ParseContext, Progress, parser_for, remap_ranks
 from firstfault.parse.stream import Hit, scan
-from firstfault.parse.timestamps import parse_timestamp, year_of
-from firstfault.records import Category, Event, Layer, RankProgress, Role
+from firstfault.parse.timestamps import parse_timestamp
+from firstfault.vocab import Category, Event, Layer, RankProgress, Role
+from firstfault.vocab.identity import strip_prefixes
+from firstfault.vocab.timefmt import year_of
+from firstfault.vocab.topology import Topology
 
 TEXT_KINDS = ("elastic_rank_log", "launcher_console", "slurm_output", "app_log", "kernel_log", "nccl_debug")
 MAX_TEXT = 2000

@@ -32,9 +32,11 @@ import re
 from collections.abc import Iterable, Iterator
 
 from firstfault.discover import SourceFile
-from firstfault.parse.base import LineInfo, ParseContext, SourceParser, Topology, register_parser
+from firstfault.parse.base import LineInfo, ParseContext, SourceParser, register_parser
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
+from firstfault.vocab.identity import ELASTIC_PREFIX
+from firstfault.vocab.topology import Topology
 
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 64 * 1024
@@ -44,7 +46,6 @@ MAX_TASKS = 1_000_000
 
 # "srun -l" label; then what may follow it
 _SRUN_LABEL = re.compile(r"^\s*(?P<task>\d{1,7}): ")
-_ELASTIC = re.compile(r"^\[(?!rank\d)(?P<role>[A-Za-z_][\w-]*?)(?P<lr>\d+)\]:")
 _RANK = re.compile(r"^\[rank(?P<rank>\d+)\]: ?")
 # srun's per-task lines (src/srun/launch.c, _task_finish): "HOST: task(s) LIST: what"
 _SRUN_TASKS = re.compile(r"^srun: error: (?P<host>\S+): tasks? (?P<tasks>[\d,\-]+): ")
@@ -301,7 +302,7 @@ class Facts:
         body = line[m.end() :] if m else line
         if m and _TORCHRUN_AGENT.search(body[:120]):
             self.agent_labels = True  # "245: W1202 ... torch/distributed/run.py:793] ..." is a node's torchrun
-        if m and (e := _ELASTIC.match(body)):
+        if m and (e := ELASTIC_PREFIX.match(body)):
             self.agent_labels = True
             if r := _RANK.match(body[e.end() :]):
                 # "0: [default1]:[rank1]: ..." -> agent 0's local rank 1 is global rank 1
@@ -441,7 +442,7 @@ class SlurmParser(SourceParser):
         m = _SRUN_LABEL.match(text)
         if m is None:
             return False
-        e = _ELASTIC.match(text[m.end() : m.end() + 40])
+        e = ELASTIC_PREFIX.match(text[m.end() : m.end() + 40])
         if e is None:
             return False
         return (self.task_host.get(int(m["task"])), int(e["lr"])) in self.ctx.rank_files
@@ -459,7 +460,7 @@ class SlurmParser(SourceParser):
                 text = text[d.end() :]
                 if s := _STEP_TAG.match(text):
                     text = text[s.end() :]
-        e = _ELASTIC.match(text)
+        e = ELASTIC_PREFIX.match(text)
         if e:
             info.local_rank = int(e["lr"])
             text = text[e.end() :]

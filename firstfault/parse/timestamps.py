@@ -68,13 +68,3 @@ def parse_timestamp(text: str, year_hint: int | None = None) -> float | None:
             return None
         return dt.timestamp() + _frac(m["frac"])
     return None
-
-
-def year_of(ts: float) -> int:
-    return datetime.fromtimestamp(ts, UTC).year
-
-
-def iso(ts: float | None) -> str:
-    if ts is None:
-        return "-"
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

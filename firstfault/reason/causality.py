@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from firstfault.records import Event
+from firstfault.vocab import Event
 
 RING_RECV = "gloo_ring_recv"
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from firstfault.correlate import Correlation
-from firstfault.records import Category, Event, Layer, Role
+from firstfault.vocab import Category, Event, Layer, Role
 
 # With no progress lines at all, a failure this soon after the job's first line is a start-up one.
 PRETRAIN_MAX_S = 600.0

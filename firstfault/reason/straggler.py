@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from statistics import mean, median
+from statistics import median
 
 EFFECT_MIN = 1.3
 SLOW_STEP = 1.15

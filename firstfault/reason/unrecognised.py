@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from firstfault.correlate import Candidate
-from firstfault.records import Event
+from firstfault.vocab import Event
 
 NEAR_TIE_S = 1.0
 MAX_LINES_MINED = 20_000  # a bundle with more unrecognised lines is mined on its first ones
@@ -100,7 +100,7 @@ def mine_templates(events: Sequence[Event]) -> list[Template]:
 
 def unrecognised_candidates(events: Sequence[Event], limit: int = 5) -> list[Candidate]:
     """Candidates from the unrecognised error lines, one per template, best first."""
-    from firstfault.records import Category
+    from firstfault.vocab import Category
 
     out = []
     for t in mine_templates(events)[:limit]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from firstfault.records import Event, Role
+from firstfault.vocab import Event, Role
 
 # Host evidence a little before the first job line may still be the cause (a GPU lost while the
 # job's container started, a port down during rendezvous); five minutes covers start-up.

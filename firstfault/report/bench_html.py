@@ -24,7 +24,7 @@ from typing import Annotated, Any
 
 import typer
 
-from firstfault.records import (
+from firstfault.vocab import (
     Action,
     Category,
     ChainLink,

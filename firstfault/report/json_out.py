@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
-from firstfault.records import Role, Verdict
+from firstfault.vocab import Role, Verdict
 
 INDENT_MAX_LINKS = 20_000
 _HOLE = "\u0000causal_chain\u0000"

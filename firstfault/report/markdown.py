@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from firstfault.parse.timestamps import iso
 from firstfault.report.terminal import _culprit
+from firstfault.vocab.timefmt import iso
 
 
 def _cell(s: object) -> str:

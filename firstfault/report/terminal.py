@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from firstfault.parse.timestamps import iso
+from firstfault.vocab.timefmt import iso
 
 _STYLE = {"root": "bold red", "cascade": "yellow", "teardown": "cyan", "noise": "dim"}
 # glog/c10 header ("E1202 15:07:19.721000 12077 path/api.py:1002] "): the time is in its own column

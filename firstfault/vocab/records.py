@@ -10,68 +10,12 @@ in a history database without a translation layer.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from typing import Any
+
+from firstfault.vocab.enums import Action, Category, Layer, Role, Severity, TsQuality
 
 MAX_CONTEXT_EVENTS = 50
 SCHEMA_VERSION = "1.1"  # 1.1 adds "context" (additive: every 1.0 reader reads it)
-
-
-class Category(StrEnum):
-    """What kind of fault a verdict names; the public list in the v1 schema."""
-
-    GPU_HARDWARE = "gpu_hardware"
-    GPU_OOM = "gpu_oom"
-    HOST_OOM = "host_oom"
-    NETWORK = "network"
-    HANG = "hang"
-    COLLECTIVE_MISMATCH = "collective_mismatch"
-    PROCESS_CRASH = "process_crash"
-    APPLICATION_ERROR = "application_error"
-    NUMERICAL = "numerical"
-    STORAGE_IO = "storage_io"
-    CONFIGURATION = "configuration"
-    SOFTWARE_BUG = "software_bug"
-    SCHEDULER = "scheduler"
-    STRAGGLER = "straggler"
-    NONE = "none"
-    UNKNOWN = "unknown"
-
-
-class Role(StrEnum):
-    """The part an event plays in a failure.
-
-    ``root`` is a fault in its own right; ``cascade`` is a symptom another fault explains
-    (a peer's timeout, a closed connection); ``teardown`` is the launcher or scheduler
-    cleaning up; ``noise`` is text that looks alarming but is advice or benign.
-    """
-
-    ROOT = "root"
-    CASCADE = "cascade"
-    TEARDOWN = "teardown"
-    NOISE = "noise"
-
-
-class Layer(StrEnum):
-    """Where in the stack an event originates, from the metal up."""
-
-    HARDWARE = "hardware"
-    DRIVER = "driver"
-    NETWORK = "network"
-    HOST = "host"
-    SCHEDULER = "scheduler"
-    LAUNCHER = "launcher"
-    FRAMEWORK = "framework"
-    APPLICATION = "application"
-
-
-class Action(StrEnum):
-    """What an operator should do next."""
-
-    RESTART = "restart"
-    EXCLUDE_AND_RESTART = "exclude_and_restart"
-    STOP = "stop"
-    NONE = "none"
 
 
 @dataclass(slots=True)
@@ -91,9 +35,9 @@ class Event:
     category: Category
     layer: Layer
     role: Role
-    severity: str = "error"
+    severity: Severity = Severity.ERROR
     ts: float | None = None
-    ts_quality: str = "none"
+    ts_quality: TsQuality = TsQuality.NONE
     # for a time inherited from a line above (a lower bound): the latest the line can have been
     # printed (the next timed line below it, else the job's end); None when unknown or exact
     ts_hi: float | None = None

@@ -1,0 +1,35 @@
+"""Who printed a line: the launcher prefixes that name a rank.
+
+torchrun's ``--tee`` writes ``[default3]:`` (role and *local* rank), torch's c10 logger and
+distributed errors ``[rank3]:`` (the *global* rank), ``srun -l`` ``3: `` (the global task id).
+Every stage that reads a raw line (parsing, the registry's self-check, reports) peels them the same way.
+"""
+
+from __future__ import annotations
+
+import re
+
+# torchrun --tee / --log-line-prefix-template default: "[default3]:" (role name + local rank)
+ELASTIC_PREFIX = re.compile(r"^\[(?!rank\d)(?P<role>[A-Za-z_][\w-]*?)(?P<lr>\d+)\]:")
+# torch's c10 logger and distributed errors: "[rank3]:" (global rank)
+RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:")
+# srun -l / --label: "3: " (global task id), padded with spaces for wide jobs
+SRUN_PREFIX = re.compile(r"^\s*(?P<task>\d{1,6}): ")
+
+
+def strip_prefixes(text: str, srun: bool = True) -> tuple[str, int | None, int | None]:
+    """Remove launcher prefixes; returns (text, local_rank, global_rank) where they said."""
+    local_rank = rank = None
+    m = ELASTIC_PREFIX.match(text)
+    if m:
+        local_rank = int(m["lr"])
+        text = text[m.end() :]
+    elif srun and (m2 := SRUN_PREFIX.match(text)):
+        rank = int(m2["task"])
+        text = text[m2.end() :]
+    m3 = RANK_PREFIX.match(text)
+    if m3:
+        rank = int(m3["rank"])
+        end = m3.end() + 1 if text[m3.end() : m3.end() + 1] == " " else m3.end()
+        text = text[end:]
+    return text, local_rank, rank
