@@ -17,8 +17,9 @@ from importlib import resources
 from pathlib import Path
 
 from firstfault.match.prefilter import AhoCorasickFinder, HyperscanFinder, make_finder
-from firstfault.match.unrecognised import ERROR_LITERALS
-from firstfault.vocab import Action, Category, Layer, Role
+from firstfault.match.unrecognised import ERROR_LITERALS, UNRECOGNISED, is_error_line
+from firstfault.parse.classify import LineMatch
+from firstfault.vocab import Action, Category, Layer, Role, Severity
 from firstfault.vocab.errors import SignatureError
 
 CLASSIFY_CACHE = 65536
@@ -35,7 +36,7 @@ class Signature:
     layer: Layer
     role: Role
     source: str
-    severity: str = "error"
+    severity: Severity = Severity.ERROR
     action: Action | None = None
     remediation: str = ""
     priority: int = 0
@@ -72,7 +73,7 @@ def _parse_one(raw: dict[str, object], origin: str) -> Signature:
             layer=Layer(str(raw["layer"])),
             role=Role(str(raw["role"])),
             source=str(raw["source"]),
-            severity=str(raw.get("severity", "error")),
+            severity=Severity(str(raw.get("severity", "error"))),
             action=Action(str(action_raw)) if action_raw else None,
             remediation=str(raw.get("remediation", "")),
             priority=int(raw.get("priority", 0)),  # type: ignore[call-overload]
@@ -126,7 +127,7 @@ class Registry:
             by_literal.setdefault(lit, [])
         self._literals = by_literal
         self._prefer = prefilter
-        self._cache: dict[tuple[str, str], tuple[Signature, dict[str, str]] | None] = {}
+        self._cache: dict[tuple[str, str, bool], LineMatch | None] = {}
         self._finder: AhoCorasickFinder | HyperscanFinder | None = None
 
     @property
@@ -137,24 +138,32 @@ class Registry:
         return self._finder
 
     def classify(
-        self, line: str, file_kind: str, literal_hits: Iterable[str]
-    ) -> tuple[Signature, dict[str, str]] | None:
+        self, line: str, file_kind: str, literal_hits: Iterable[str] | None, unrecognised: bool = False
+    ) -> LineMatch | None:
         """Best signature for ``line`` and its named groups (``sets`` included), memoised.
 
         A failure repeats the same line on thousands of ranks (stack frames, "Fatal Python error:
-        Aborted", the watchdog's advice): the regexes run once per distinct line and kind.
+        Aborted", the watchdog's advice): the regexes run once per distinct line and kind. With
+        ``unrecognised``, an error-looking line that no signature matches comes back as the
+        ``unrecognised`` match (``match.unrecognised``) instead of None.
         """
-        key = (line, file_kind)
+        key = (line, file_kind, unrecognised)
         got = self._cache.get(key, _MISS)
         if got is not _MISS:
             return got  # type: ignore[return-value]
-        sig = self.match(line, file_kind, literal_hits)
-        out: tuple[Signature, dict[str, str]] | None = None
+        hits = list(literal_hits) if literal_hits is not None else None
+        sig = self.match(line, file_kind, hits)
+        out: LineMatch | None = None
         if sig is not None:
             m = sig.pattern.search(line)
             fields = {k: v for k, v in (m.groupdict() if m else {}).items() if v is not None}
             fields.update(sig.sets)
-            out = (sig, fields)
+            out = LineMatch(
+                sig.id, sig.category, sig.layer, sig.role, sig.severity, sig.priority, sig.context_lines, sig.hook,
+                fields,
+            )
+        elif unrecognised and _error_literal(hits, line) and is_error_line(line):
+            out = UNRECOGNISED_MATCH
         if len(self._cache) >= CLASSIFY_CACHE:
             self._cache.clear()  # bounded memory; a new burst of lines refills it
         self._cache[key] = out
@@ -179,6 +188,19 @@ class Registry:
             if best is None or sig.priority > best.priority or sig.id < best.id:
                 best = sig
         return best
+
+
+_ERROR_LITERAL_SET = frozenset(ERROR_LITERALS)
+# An error line no signature knows: kept as evidence, never a confident root (reason.unrecognised).
+UNRECOGNISED_MATCH = LineMatch(
+    UNRECOGNISED, Category.UNKNOWN, Layer.APPLICATION, Role.ROOT, Severity.ERROR, 0, 30, None, {UNRECOGNISED: "1"}
+)
+
+
+def _error_literal(hits: list[str] | None, line: str) -> bool:
+    if hits is None:
+        return any(lit in line for lit in _ERROR_LITERAL_SET)
+    return any(lit in _ERROR_LITERAL_SET for lit in hits)
 
 
 def load_registry(extra_dirs: Sequence[Path] = (), prefilter: str | None = None) -> Registry:

@@ -1,6 +1,7 @@
 """Parse + match over a whole bundle: every text file, streamed once, to typed events.
 
-Parse and match are separate concerns (``parse.*`` locates a line, ``match.registry`` says
+Parse and match are separate concerns (``parse.*`` locates a line, the classifier the pipeline hands in,
+``match.registry``, says
 what it is) but run in one pass over each file, so a byte is read once and a line is decoded
 only if the prefilter flagged it.
 """
@@ -18,14 +19,13 @@ from statistics import median
 from typing import Any
 
 from firstfault.discover import Bundle, SourceFile
-from firstfault.match.registry import Registry
-from firstfault.match.unrecognised import ERROR_LITERALS, UNRECOGNISED, is_error_line
 from firstfault.parse import hooks, kernel, nccl, slurm  # noqa: F401  (kernel, nccl, slurm register parsers)
 from firstfault.parse import progress as progress_mod
 from firstfault.parse.base import ParseContext, Progress, parser_for, remap_ranks
+from firstfault.parse.classify import LineClassifier
 from firstfault.parse.stream import Hit, scan
 from firstfault.parse.timestamps import parse_timestamp
-from firstfault.vocab import Category, Event, Layer, RankProgress, Role
+from firstfault.vocab import Event, RankProgress, TsQuality
 from firstfault.vocab.identity import strip_prefixes
 from firstfault.vocab.timefmt import year_of
 from firstfault.vocab.topology import Topology
@@ -106,7 +106,7 @@ def _year_hint(bundle: Bundle) -> int | None:
 
 
 def _elastic_error_json(
-    sf: SourceFile, registry: Registry, ctx: ParseContext, next_id: int
+    sf: SourceFile, classifier: LineClassifier, ctx: ParseContext, next_id: int
 ) -> Iterator[Event]:
     """torchrun's per-rank error.json (written by @record): the exception, to the second."""
     try:
@@ -130,36 +130,33 @@ def _elastic_error_json(
         if start is None or ts < start:
             ctx.attempt_start[sf.attempt] = ts
     first = text.strip().splitlines()[-1].strip() if text.strip() else ""
-    sig = registry.match(first, sf.kind) if first else None
-    if sig is None:
+    got = classifier.classify(first, sf.kind, None) if first else None
+    if got is None:
         return
-    m = sig.pattern.search(first)
-    fields = {k: v for k, v in (m.groupdict() if m else {}).items() if v is not None}
-    fields.update(sig.sets)
     yield Event(
         id=next_id,
         source=sf.rel,
         line=1,
         text=first,
-        signature=sig.id,
-        category=sig.category,
-        layer=sig.layer,
-        role=sig.role,
-        severity=sig.severity,
+        signature=got.signature,
+        category=got.category,
+        layer=got.layer,
+        role=got.role,
+        severity=got.severity,
         ts=ts,
-        ts_quality="coarse" if ts else "none",
+        ts_quality=TsQuality.COARSE if ts else TsQuality.NONE,
         rank=sf.local_rank,
         local_rank=sf.local_rank,
         host=sf.host or ctx.default_host,
         attempt=sf.attempt,
-        fields=fields,
+        fields=dict(got.fields),
         context=stack.splitlines()[-MAX_CONTEXT:],
-        priority=sig.priority,
+        priority=got.priority,
     )
 
 
 def parse_file(
-    sf: SourceFile, registry: Registry, ctx: ParseContext, start_id: int
+    sf: SourceFile, classifier: LineClassifier, ctx: ParseContext, start_id: int
 ) -> tuple[list[Event], int]:
     """Events of one text file, and how many lines the prefilter flagged."""
     parser = parser_for(sf, ctx)
@@ -167,7 +164,7 @@ def parse_file(
         ctx.job_files.add(sf.rel)
     events: list[Event] = []
     flagged = 0
-    finder = registry.finder
+    finder = classifier.finder
     # With torchrun's per-rank files present, progress comes from them (they know the attempt);
     # the console's --tee copy would only count every step twice.
     own_progress = sf.kind == "elastic_rank_log" or not ctx.has_rank_files
@@ -183,23 +180,20 @@ def parse_file(
                     start = ctx.attempt_start.get(sf.attempt)
                     if start is None or info.ts < start:
                         ctx.attempt_start[sf.attempt] = info.ts
-                got = registry.classify(info.text, sf.kind, hit.literals)
+                got = classifier.classify(info.text, sf.kind, hit.literals, unrecognised=parser.job_output)
                 if got is None:
-                    if parser.job_output and _unrecognised(info.text, hit.literals):
-                        events.append(_unrecognised_event(start_id + len(events), sf, hit, info))
                     continue
-                sig, shared = got
-                fields = dict(shared)  # hooks and later stages write into an event's own fields
+                fields = dict(got.fields)  # hooks and later stages write into an event's own fields
                 ev = Event(
                     id=start_id + len(events),
                     source=sf.rel,
                     line=hit.line_no,
                     text=info.text[:MAX_TEXT],
-                    signature=sig.id,
-                    category=sig.category,
-                    layer=sig.layer,
-                    role=sig.role,
-                    severity=sig.severity,
+                    signature=got.signature,
+                    category=got.category,
+                    layer=got.layer,
+                    role=got.role,
+                    severity=got.severity,
                     ts=info.ts,
                     ts_quality=info.ts_quality,
                     host=info.host,
@@ -209,10 +203,10 @@ def parse_file(
                     pid=int(fields["pid"]) if fields.get("pid", "").isdigit() else info.pid,
                     attempt=sf.attempt,
                     fields=fields,
-                    context=_frames(hit) if sig.context_lines else [],
-                    priority=sig.priority,
+                    context=_frames(hit) if got.context_lines else [],
+                    priority=got.priority,
                 )
-                hooks.apply(sig.hook, ev, hit, ctx)
+                hooks.apply(got.hook, ev, hit, ctx)
                 events.append(ev)
         if parser.job_output:
             _head_and_tail(sf, ctx, stats.get("lines", 0), own_progress)
@@ -220,38 +214,6 @@ def parse_file(
         ctx.warn(f"{sf.rel}: read failed ({exc.strerror or exc}); partial result")
     parser.finish()
     return events, flagged
-
-
-def _unrecognised(text: str, literals: tuple[str, ...]) -> bool:
-    return any(lit in _ERROR_LITERALS for lit in literals) and is_error_line(text)
-
-
-_ERROR_LITERALS = frozenset(ERROR_LITERALS)
-
-
-def _unrecognised_event(event_id: int, sf: SourceFile, hit: Hit, info: Any) -> Event:
-    """An error line no signature knows (see ``match.unrecognised``): kept, never a confident root."""
-    return Event(
-        id=event_id,
-        source=sf.rel,
-        line=hit.line_no,
-        text=info.text[:MAX_TEXT],
-        signature=UNRECOGNISED,
-        category=Category.UNKNOWN,
-        layer=Layer.APPLICATION,
-        role=Role.ROOT,
-        severity="error",
-        ts=info.ts,
-        ts_quality=info.ts_quality,
-        host=info.host,
-        rank=info.rank,
-        local_rank=info.local_rank,
-        gpu=info.gpu,
-        pid=info.pid,
-        attempt=sf.attempt,
-        fields={UNRECOGNISED: "1"},
-        context=_frames(hit),
-    )
 
 
 PROGRESS_TAIL = 16 * 1024  # ~120 progress lines: the last step and the recent step times
@@ -428,7 +390,7 @@ PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 PARALLEL_MIN_FILES = 1500
 SKIP_TEE_MIN_RANKS = 256
 TASK_FILES = 400
-_FORKED: tuple[Bundle, Registry, ParseContext] | None = None
+_FORKED: tuple[Bundle, LineClassifier, ParseContext] | None = None
 
 
 def _new_context(bundle: Bundle, topology: Topology | None) -> ParseContext:
@@ -445,19 +407,19 @@ def _new_context(bundle: Bundle, topology: Topology | None) -> ParseContext:
 
 
 def _parse_files(
-    files: list[SourceFile], registry: Registry, ctx: ParseContext
+    files: list[SourceFile], classifier: LineClassifier, ctx: ParseContext
 ) -> tuple[list[Event], int, int, int]:
     events: list[Event] = []
     read = nbytes = flagged_total = 0
     for sf in files:
         if sf.kind == "elastic_error_json":
             ctx.job_files.add(sf.rel)
-            events.extend(_elastic_error_json(sf, registry, ctx, len(events)))
+            events.extend(_elastic_error_json(sf, classifier, ctx, len(events)))
             read += 1
             continue
         if sf.kind not in TEXT_KINDS:
             continue
-        evs, flagged = parse_file(sf, registry, ctx, len(events))
+        evs, flagged = parse_file(sf, classifier, ctx, len(events))
         events.extend(evs)
         read += 1
         nbytes += sf.size
@@ -467,12 +429,12 @@ def _parse_files(
 
 def _worker(indexes: list[int]) -> tuple[list[Event], ParseContext, int, int, int]:
     assert _FORKED is not None
-    bundle, registry, template = _FORKED
+    bundle, classifier, template = _FORKED
     ctx = ParseContext(
         year_hint=template.year_hint, topology=template.topology, has_rank_files=template.has_rank_files,
         rank_files=template.rank_files, skip_tee_copies=template.skip_tee_copies,
     )
-    events, read, nbytes, flagged = _parse_files([bundle.files[i] for i in indexes], registry, ctx)
+    events, read, nbytes, flagged = _parse_files([bundle.files[i] for i in indexes], classifier, ctx)
     return events, ctx, read, nbytes, flagged
 
 
@@ -519,7 +481,7 @@ def _split(files: list[SourceFile], jobs: int) -> list[list[int]]:
 
 
 def parse_bundle(
-    bundle: Bundle, registry: Registry, topology: Topology | None = None, jobs: int | None = None
+    bundle: Bundle, classifier: LineClassifier, topology: Topology | None = None, jobs: int | None = None
 ) -> ParseResult:
     """Every text file of the bundle, parsed and matched; on several cores for big bundles.
 
@@ -540,11 +502,11 @@ def parse_bundle(
     result = ParseResult([], ctx)
     if jobs == 1 or "fork" not in mp.get_all_start_methods():
         events, result.files_read, result.bytes_read, result.lines_flagged = _parse_files(
-            bundle.files, registry, ctx
+            bundle.files, classifier, ctx
         )
     else:
-        registry.finder  # noqa: B018  (compile once, before forking)
-        _FORKED = (bundle, registry, ctx)
+        classifier.finder  # noqa: B018  (compile once, before forking)
+        _FORKED = (bundle, classifier, ctx)
         try:
             # many small tasks, not one per worker: a worker then holds a few hundred files' events at
             # a time (not half the bundle's) while it ships them back
