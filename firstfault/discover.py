@@ -118,6 +118,30 @@ _KIND_MARKERS: list[tuple[str, tuple[bytes, ...]]] = [
 ]
 
 
+# InfiniBand state: ibstat / ibv_devinfo / rdma link outputs by content, sysfs counter files by path
+COUNTER_PATH = re.compile(
+    r"infiniband/(?P<dev>[\w.-]+)/ports/(?P<port>\d+)/(?:hw_)?counters/(?P<name>\w+)(?::|\s+)\s*(?P<value>\d+)\s*$"
+)
+COUNTER_FILE = re.compile(r"infiniband/(?P<dev>[\w.-]+)/ports/(?P<port>\d+)/(?:hw_)?counters/(?P<name>\w+)$")
+
+
+def sniff_ib(text: str) -> str | None:
+    """Which of the formats ``text`` is (``ibstat``, ``ibv_devinfo``, ``rdma_link``, ``counters``)."""
+    head = text[:8192]
+    if re.search(r"^\s*CA '[^']+'", head, re.M) and "Port " in head:
+        return "ibstat"
+    if re.search(r"^\s*hca_id:", head, re.M):
+        return "ibv_devinfo"
+    if re.search(r"^\s*(?:link\s+|\d+/\d+:\s*)[\w.-]+/\d+:?\s+state\s", head, re.M):
+        return "rdma_link"
+    if COUNTER_PATH.search(head.replace("\r", "")) or re.search(
+        r"infiniband/[\w.-]+/ports/\d+/(?:hw_)?counters/", head
+    ):
+        return "counters"
+    return None
+
+
+
 def sniff_kind(rel: str, head: bytes) -> str:
     """Classify one file by its path within the bundle and its first bytes."""
     name = rel.rsplit("/", 1)[-1]
@@ -134,6 +158,8 @@ def sniff_kind(rel: str, head: bytes) -> str:
         return "topology"
     if name.endswith(_SCRIPT_SUFFIXES) or head.startswith(b"#!"):
         return "script"  # the job's batch or launch script: what was asked for, not what happened
+    if COUNTER_FILE.search(rel):
+        return "ib_counter"
     if _is_binary(head):
         return "binary"
     if _SLURM_OUT.match(name):
@@ -141,6 +167,8 @@ def sniff_kind(rel: str, head: bytes) -> str:
     for kind, markers in _KIND_MARKERS:
         if any(m in head for m in markers):
             return kind
+    if sniff_ib(head[:8192].decode("utf-8", "replace")) is not None:
+        return "ib_state"
     return "app_log"
 
 

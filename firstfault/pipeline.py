@@ -6,7 +6,6 @@ call serves the CLI, a future HTTP service, or a parallel task over a history st
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -22,7 +21,7 @@ from firstfault.parse import nccl
 from firstfault.parse.run import ParseResult, parse_bundle
 from firstfault.reason.window import demote_inconsequential, demote_outside, job_window
 from firstfault.vocab import Action, Category, Event, Layer, Role, Verdict
-from firstfault.vocab.topology import Topology, normalize_pci
+from firstfault.vocab.topology import Topology
 
 
 def _known_ranks(pr: ParseResult, bundle: Bundle) -> list[int]:
@@ -101,51 +100,6 @@ class _FRBeside:
             self.pool = None
 
 
-def load_topology(bundle: Bundle, warnings: list[str]) -> Topology:
-    """A user-supplied ``topology.json``: ranks -> host, GPU (PCI id or index), local rank.
-
-    ``{"ranks": [{"rank": 0, "host": "gpu-a", "gpu": "0000:18:00.0", "local_rank": 0}, ...],
-    "hosts": {"gpu-a": {"ips": ["10.0.0.1"]}}}``. Other sources only fill what it leaves out.
-    """
-    topo = Topology()
-    for sf in bundle.of_kind("topology"):
-        try:
-            data = json.loads(sf.path.read_text(encoding="utf-8"))
-            for row in data.get("ranks", []):
-                r = int(row["rank"])
-                if row.get("host"):
-                    topo.rank_host[r] = str(row["host"])
-                if row.get("gpu") is not None:
-                    topo.rank_gpu[r] = normalize_pci(str(row["gpu"])) or str(row["gpu"])
-                if row.get("local_rank") is not None:
-                    topo.rank_local[r] = int(row["local_rank"])
-            for host, info in (data.get("hosts") or {}).items():
-                for ip in info.get("ips", []):
-                    topo.ip_host[str(ip)] = str(host)
-            if data.get("world_size"):
-                topo.world_size = int(data["world_size"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            warnings.append(f"{sf.rel}: unreadable topology file ({exc}); ignored")
-    return topo
-
-
-def place_events(events: Sequence[Event], topo: Topology, warnings: list[str]) -> None:
-    """Give every rank's events its host and GPU; a lone kernel-log host hosts every rank."""
-    for e in events:
-        if e.rank is not None:
-            if e.host is None:
-                e.host = topo.rank_host.get(e.rank)
-            if e.gpu is None:
-                e.gpu = topo.rank_gpu.get(e.rank)
-    unplaced = [e for e in events if e.rank is not None and e.host is None]
-    hosts = {e.host for e in events if e.rank is None and e.host}
-    if unplaced and len(hosts) == 1 and not topo.rank_host:
-        (host,) = hosts
-        warnings.append(f"the ranks' host is not named in their logs; assuming {host}, the only host with host logs")
-        for e in unplaced:
-            e.host = host
-
-
 FR_CATEGORY = {
     "missing": Category.HANG,
     "stalled": Category.HANG,
@@ -211,10 +165,11 @@ def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
 def _analyze_bundle(bundle: Bundle, registry: Registry, fr_beside: _FRBeside) -> Verdict:
     t0 = time.perf_counter()
     pre: list[str] = []
-    pr = parse_bundle(bundle, registry, load_topology(bundle, pre))
+    pr = parse_bundle(bundle, registry)
     if pr.files_read == 0 and not bundle.of_kind("fr_dump"):
         kinds = ", ".join(sorted({f.kind for f in bundle.files}))
-        raise BundleError(f"{bundle.root}: no log files firstfault can read (found only: {kinds})")
+        where = bundle.files[0].path if len(bundle.files) == 1 else bundle.root
+        raise BundleError(f"{where}: no log files firstfault can read (found only: {kinds})")
     if not _looks_like_a_job(pr, bundle):
         kinds = ", ".join(sorted({f.kind for f in bundle.files}))
         raise BundleError(
@@ -223,8 +178,6 @@ def _analyze_bundle(bundle: Bundle, registry: Registry, fr_beside: _FRBeside) ->
         )
     t_parse = time.perf_counter()
     warnings = pre + list(pr.ctx.warnings)
-    nccl.learn_topology(pr.events, pr.ctx.topology)
-    place_events(pr.events, pr.ctx.topology, warnings)
     tl = align(pr.events)
     rank0_host = pr.ctx.topology.rank_host.get(0) or next((e.host for e in tl.events if e.rank == 0 and e.host), None)
     offsets = estimate_offsets(tl.events, reference=rank0_host)

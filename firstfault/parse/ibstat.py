@@ -26,7 +26,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from firstfault.discover import COUNTER_FILE as _COUNTER_FILE
+from firstfault.discover import COUNTER_PATH as _COUNTER_PATH
 from firstfault.discover import Bundle, SourceFile
+from firstfault.discover import sniff_ib as sniff  # the format check lives with discovery
+from firstfault.vocab import FileKind
 
 MAX_BYTES = 4 * 1024 * 1024
 
@@ -70,10 +74,6 @@ _RDMA = re.compile(
     r"^\s*(?:link\s+|\d+/\d+:\s*)(?P<dev>[\w.-]+)/(?P<port>\d+):?\s+state\s+(?P<state>\S+)"
     r"(?:\s+physical_state\s+(?P<phys>\S+))?(?:\s+netdev\s+(?P<netdev>\S+))?"
 )
-_COUNTER_PATH = re.compile(
-    r"infiniband/(?P<dev>[\w.-]+)/ports/(?P<port>\d+)/(?:hw_)?counters/(?P<name>\w+)(?::|\s+)\s*(?P<value>\d+)\s*$"
-)
-_COUNTER_FILE = re.compile(r"infiniband/(?P<dev>[\w.-]+)/ports/(?P<port>\d+)/(?:hw_)?counters/(?P<name>\w+)$")
 
 
 @dataclass(slots=True)
@@ -237,22 +237,6 @@ def read_counters_dir(root: Path) -> dict[tuple[str, int], dict[str, int]]:
     return out
 
 
-def sniff(text: str) -> str | None:
-    """Which of the formats ``text`` is (``ibstat``, ``ibv_devinfo``, ``rdma_link``, ``counters``)."""
-    head = text[:8192]
-    if re.search(r"^\s*CA '[^']+'", head, re.M) and "Port " in head:
-        return "ibstat"
-    if re.search(r"^\s*hca_id:", head, re.M):
-        return "ibv_devinfo"
-    if re.search(r"^\s*(?:link\s+|\d+/\d+:\s*)[\w.-]+/\d+:?\s+state\s", head, re.M):
-        return "rdma_link"
-    if _COUNTER_PATH.search(head.replace("\r", "")) or re.search(
-        r"infiniband/[\w.-]+/ports/\d+/(?:hw_)?counters/", head
-    ):
-        return "counters"
-    return None
-
-
 def parse_text(text: str, source: str = "") -> tuple[list[IBPort], dict[tuple[str, int], dict[str, int]]]:
     """Ports and a counter snapshot from any of the supported outputs (concatenations too)."""
     ports = parse_ibstat(text, source or "ibstat") + parse_ibv_devinfo(text, source or "ibv_devinfo")
@@ -296,8 +280,8 @@ def collect(bundle: Bundle) -> dict[str, HostIB]:
     """
     hosts: dict[str, HostIB] = {}
     counter_groups: dict[tuple[str, str], dict[tuple[str, int], dict[str, int]]] = {}
-    for sf in bundle.files:
-        if sf.kind in ("binary", "fr_dump", "unreadable") or sf.size > MAX_BYTES:
+    for sf in bundle.of_kind(FileKind.IB_STATE, FileKind.IB_COUNTER):
+        if sf.size > MAX_BYTES:
             continue
         m = _COUNTER_FILE.search(sf.rel)
         host = (sf.host or _host_from_prefix(sf.rel[: m.start()]) if m else _host_of(sf)) or "?"

@@ -136,36 +136,6 @@ def placement_from_events(events: Iterable[Event]) -> NcclPlacement:
     return pl
 
 
-def learn_topology(events: list[Event], topology: Topology) -> NcclPlacement:
-    """Fill ``topology`` (rank -> host/GPU/local rank, ip -> host) from NCCL's lines, and give
-    events that only carry NCCL's ``host:pid`` prefix their rank and host.
-
-    Existing entries (from torchelastic, SLURM or a user topology.json) are kept: NCCL only fills
-    gaps. Returns what NCCL said, for callers that want to cross-check.
-    """
-    pl = placement_from_events(events)
-    if pl.world_size and topology.world_size is None:
-        topology.world_size = pl.world_size
-    for r, h in pl.rank_host.items():
-        topology.rank_host.setdefault(r, h)
-    for r, g in pl.rank_gpu.items():
-        topology.rank_gpu.setdefault(r, g)
-    for r, lr in pl.rank_local.items():
-        topology.rank_local.setdefault(r, lr)
-    for ip, h in pl.ip_host.items():
-        topology.ip_host.setdefault(ip, h)
-    for e in events:
-        host = e.fields.get("nccl_host")
-        if e.host is None and host:
-            e.host = host
-        if e.rank is None and host and e.pid is not None:
-            world_rank = pl.pid_rank.get((host, e.pid))
-            if world_rank is not None:
-                e.rank = world_rank
-                e.gpu = e.gpu or topology.rank_gpu.get(world_rank)
-    return pl
-
-
 @dataclass(slots=True)
 class LinkFault:
     """A network fault placed on a link: the two hosts, the port, and which end is to blame.

@@ -19,12 +19,14 @@ from statistics import median
 from typing import Any
 
 from firstfault.discover import Bundle, SourceFile
-from firstfault.parse import hooks, kernel, nccl, slurm  # noqa: F401  (kernel, nccl, slurm register parsers)
+from firstfault.parse import hooks, ibstat, kernel, nccl, slurm  # noqa: F401  (kernel, nccl, slurm register parsers)
 from firstfault.parse import progress as progress_mod
 from firstfault.parse.base import ParseContext, Progress, parser_for, remap_ranks
 from firstfault.parse.classify import LineClassifier
+from firstfault.parse.ibstat import HostIB
 from firstfault.parse.stream import Hit, scan
 from firstfault.parse.timestamps import parse_timestamp
+from firstfault.parse.topology import learn_topology, load_topology_file
 from firstfault.vocab import Event, RankProgress, TsQuality
 from firstfault.vocab.identity import strip_prefixes
 from firstfault.vocab.timefmt import year_of
@@ -44,6 +46,7 @@ class ParseResult:
     bytes_read: int = 0
     lines_flagged: int = 0
     skipped: list[str] = field(default_factory=list)
+    ib: dict[str, HostIB] = field(default_factory=dict)  # host -> its ibstat/ibv_devinfo/rdma port states
 
     def own_series(self, attempt: int | None = None) -> dict[int, list[float]]:
         """Each rank's own work per step (compute time), in step order: what a straggler shows in."""
@@ -480,17 +483,16 @@ def _split(files: list[SourceFile], jobs: int) -> list[list[int]]:
     return [sorted(g) for g in groups if g]
 
 
-def parse_bundle(
-    bundle: Bundle, classifier: LineClassifier, topology: Topology | None = None, jobs: int | None = None
-) -> ParseResult:
+def parse_bundle(bundle: Bundle, classifier: LineClassifier, jobs: int | None = None) -> ParseResult:
     """Every text file of the bundle, parsed and matched; on several cores for big bundles.
 
     Files are independent, so a big bundle is split across worker processes (forked, so the
     compiled prefilter is shared, not rebuilt) and the per-file results merged in file order.
     """
     global _FORKED
-    ctx = _new_context(bundle, topology)
-    ctx.warnings.extend(bundle.warnings)
+    first_warnings: list[str] = []
+    ctx = _new_context(bundle, load_topology_file(bundle, first_warnings))
+    ctx.warnings.extend(first_warnings + bundle.warnings)
     text_bytes = sum(f.size for f in bundle.files if f.kind in TEXT_KINDS)
     if jobs is None:
         n_text = sum(1 for f in bundle.files if f.kind in TEXT_KINDS)
@@ -526,4 +528,6 @@ def parse_bundle(
             e.id = i
     result.events = events
     remap_ranks(events, ctx)
+    learn_topology(events, bundle, ctx.topology, ctx.warnings)
+    result.ib = ibstat.collect(bundle)
     return result

@@ -98,6 +98,8 @@ class FileKind(StrEnum):
     NCCL_DEBUG = "nccl_debug"
     FR_DUMP = "fr_dump"
     TOPOLOGY = "topology"
+    IB_STATE = "ib_state"  # ibstat / ibv_devinfo / rdma link output
+    IB_COUNTER = "ib_counter"  # one sysfs InfiniBand counter file
     TRUTH = "truth"
     SCRIPT = "script"
     BINARY = "binary"
