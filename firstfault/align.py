@@ -214,3 +214,58 @@ def bound_inherited(events: Sequence[Event], end: float | None) -> None:
                 upper = e.ts
             elif e.ts_quality == "inherited" and e.ts is not None:
                 e.ts_hi = max(e.ts, upper) if upper is not None else None
+
+
+def correct_clocks(events: list[Event], reference: str | None) -> tuple[list[Offset], list[str]]:
+    """Estimate per-host clock offsets from the failure's fan-out, apply them, re-order: (offsets, warnings)."""
+    offsets = estimate_offsets(events, reference=reference)
+    warnings = []
+    if offsets:
+        apply_offsets(events, offsets)
+        events.sort(key=sort_key)
+        for o in offsets:
+            warnings.append(
+                f"clock of host {o.host} corrected by {o.seconds:+.1f} s against "
+                f"{reference or 'the median host'} (from {o.ranks} rank(s) seeing the same failure; "
+                f"uncertainty ±{max(o.spread, 1.0):.1f} s)"
+            )
+    return offsets, warnings
+
+
+def assign_attempts(events: Sequence[Event], starts: dict[int, float]) -> None:
+    """Give console and host events the torchrun attempt they happened in, by time.
+
+    Attempt K runs from the first line of its per-rank files until attempt K+1 starts.
+    """
+    if len(starts) < 2:
+        return
+    order = sorted(starts.items(), key=lambda kv: kv[1])
+    last = max(starts)
+    for e in events:
+        if e.attempt is not None:
+            continue
+        if e.signature == "torchelastic.failure_record":
+            e.attempt = last  # torchrun prints its ChildFailedError summary once, after the last attempt
+            continue
+        if e.ts is None:
+            continue
+        att = order[0][0]
+        for k, t in order:
+            if t <= e.ts:
+                att = k
+        e.attempt = att
+
+
+def first_failed_attempt(events: Sequence[Event]) -> int | None:
+    atts = [e.attempt for e in events if e.attempt is not None and e.severity == "error" and e.role != Role.NOISE]
+    return min(atts) if atts else None
+
+
+def split_attempts(events: list[Event], starts: dict[int, float]) -> tuple[list[Event], list[Event], int | None]:
+    """The events of the first attempt that failed, those of the restarts after it, and that attempt."""
+    assign_attempts(events, starts)
+    first = first_failed_attempt(events)
+    now = [e for e in events if e.attempt is None or first is None or e.attempt <= first]
+    now_ids = {id(e) for e in now}  # identity, not dataclass __eq__: O(n), not O(n^2)
+    later = [e for e in events if id(e) not in now_ids] if first is not None else []
+    return now, later, first

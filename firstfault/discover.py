@@ -15,8 +15,10 @@ import re
 import shutil
 import tarfile
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from firstfault.vocab.errors import BundleError
 
@@ -207,10 +209,27 @@ def _safe_extract(archive: Path, dest: Path) -> list[str]:
                 if src is None:
                     continue
                 with src, open(target, "wb") as out:
-                    shutil.copyfileobj(src, out, 1024 * 1024)
+                    _copy_salvaging(src, out)
     except (tarfile.TarError, EOFError, OSError) as exc:
         warnings.append(f"{archive}: archive is damaged or truncated ({exc}); using what could be read")
     return warnings
+
+
+SALVAGE_CHUNK = 64 * 1024
+
+
+def _copy_salvaging(src: IO[bytes], out: IO[bytes]) -> None:
+    """Copy a member in small pieces, so that when the archive breaks inside it, what came before
+    the break is on disk (a truncated log's first lines are often the ones that matter)."""
+    while True:
+        try:
+            chunk = src.read(SALVAGE_CHUNK)
+        except (tarfile.TarError, EOFError, OSError, zlib.error):
+            out.flush()
+            raise
+        if not chunk:
+            return
+        out.write(chunk)
 
 
 def discover(path: Path | str) -> Bundle:

@@ -13,7 +13,8 @@ import pytest
 from firstfault.discover import discover
 from firstfault.match.registry import Registry, load_file, load_registry
 from firstfault.parse import ibstat
-from firstfault.parse.nccl import learn_topology, localize_link_faults
+from firstfault.parse.topology import learn_from_nccl
+from firstfault.reason.network import localize_link_faults
 from firstfault.parse.run import parse_bundle
 from firstfault.vocab import Category, Event, Layer, Role
 from firstfault.vocab.topology import Topology, normalize_ip, short_host
@@ -240,8 +241,7 @@ def test_cuda_advice_lines_are_noise(reg: Registry, line: str) -> None:
 
 def _bundle_events(path: Path) -> tuple[list[Event], Topology]:
     b = discover(path)
-    r = parse_bundle(b, load_registry())
-    learn_topology(r.events, r.ctx.topology)
+    r = parse_bundle(b, load_registry())  # the topology is learnt at the end of parsing
     return r.events, r.ctx.topology
 
 
@@ -285,13 +285,13 @@ def test_topology_ignores_sub_communicators() -> None:
         )
 
     topo = Topology()
-    learn_topology([ev(0, 4, 8, "9b000"), ev(1, 36, 64, "9b000")], topo)
+    learn_from_nccl([ev(0, 4, 8, "9b000"), ev(1, 36, 64, "9b000")], topo)
     assert topo.rank_host == {36: "hostname-test"} and topo.world_size == 64
 
 
 def test_link_fault_blames_the_end_whose_port_went_down() -> None:
     events, topo = _bundle_events(FIX / "link_flap")
-    faults = localize_link_faults(events, topo, ibstat.collect(discover(FIX / "link_flap")))
+    faults = localize_link_faults(events, topo, parse_bundle(discover(FIX / "link_flap"), load_registry()).ib)
     lf = faults[0]
     assert (lf.host_a, lf.host_b, lf.faulty_side) == ("gpu-a", "gpu-b", "gpu-b")
     assert (lf.device, lf.port) == ("mlx5_0", "1")

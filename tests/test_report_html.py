@@ -56,6 +56,10 @@ TRACEBACK = [
 ]
 
 
+# A hand-made flight-recorder summary in the verdict JSON's shape (set by four_rank_verdict).
+FOUR_FR: dict[str, Any] = {}
+
+
 def four_rank_verdict(*, hostile: str | None = None) -> Verdict:
     """Rank 1 raises at step 5; rank 0 (same host) is torn down, ranks 2-3 time out after 60 s."""
     ids = iter(range(1000))
@@ -254,7 +258,8 @@ def four_rank_verdict(*, hostile: str | None = None) -> Verdict:
         )
         for r in range(4)
     ]
-    fr = {
+    FOUR_FR.clear()
+    FOUR_FR.update({
         "culprits": [
             {
                 "rank": 1,
@@ -279,7 +284,7 @@ def four_rank_verdict(*, hostile: str | None = None) -> Verdict:
             }
         ],
         "warnings": ["rank 1 wrote no dump (the process had already exited)"],
-    }
+    })
     return Verdict(
         category=Category.APPLICATION_ERROR,
         culprit=Culprit(ranks=[1], hosts=[h1], gpus=["1"], links=[]),
@@ -311,13 +316,14 @@ def four_rank_verdict(*, hostile: str | None = None) -> Verdict:
         progress=progress,
         inputs={"path": "bundles/exception-r1", "files": 14},
         stats={"events": len(chain)},
-        flight_recorder=fr,
     )
 
 
 @pytest.fixture(scope="module")
 def four() -> dict[str, Any]:
-    return four_rank_verdict().to_dict()
+    d = four_rank_verdict().to_dict()
+    d["flight_recorder"] = FOUR_FR  # the report reads the verdict's JSON; this FR summary is hand-made
+    return d
 
 
 @pytest.fixture(scope="module")

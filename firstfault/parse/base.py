@@ -93,6 +93,10 @@ class ParseContext:
     # attempt -> earliest time seen in that attempt's per-rank files
     attempt_start: dict[int, float] = field(default_factory=dict)
     has_rank_files: bool = False
+    rank_dirs_local: set[int] = field(default_factory=set)  # local ranks of torchrun's per-rank log files
+    has_fr_dumps: bool = False
+    has_error_files: bool = False
+    has_launch_output: bool = False  # a launcher console, srun output or per-rank files: the job from its start
     # (host, local rank) of every torchrun per-rank log; with ``skip_tee_copies`` a console's
     # "[defaultN]:" line of such a rank is a --tee copy and is not parsed twice
     rank_files: frozenset[tuple[str | None, int]] = frozenset()

@@ -13,23 +13,21 @@ NCCL prints at start-up are the job's placement, free of charge:
 NCCL ranks are per communicator; the full-size communicator (``nranks`` = the largest seen) is
 taken as the world, as torch's default process group is.
 
-:func:`learn_topology` turns matched events (from any file kind: NCCL lines are usually inside
-rank logs) into ``ctx.topology``; :func:`localize_link_faults` turns the network events of a
-bundle plus InfiniBand port state into link-level verdicts (host pair, device/port, faulty side).
+:func:`placement_from_events` reads matched events (from any file kind: NCCL lines are usually
+inside rank logs) into an :class:`NcclPlacement`, which ``parse.topology`` merges into the bundle's
+topology. Which link broke is reasoning's question (``reason.network``).
 """
 
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from firstfault.parse.base import LineInfo, SourceParser, register_parser
-from firstfault.parse.ibstat import HostIB
 from firstfault.parse.stream import Hit
 from firstfault.vocab import Event
-from firstfault.vocab.topology import Topology, normalize_ip, normalize_pci, short_host
+from firstfault.vocab.topology import normalize_ip, normalize_pci
 
 # "<host>:<pid>:<tid> [<cudaDev>] " with an optional "[2026-09-09 10:46:33] " in front
 NCCL_PREFIX = re.compile(
@@ -45,14 +43,6 @@ PEER_SIGNATURES = frozenset(
         "nccl.socket_closed_by_peer",
     }
 )
-# Signatures that say a host's own port / NIC failed, with their weight as evidence.
-PORT_SIGNATURES: Mapping[str, float] = {
-    "kernel.ib_port_down": 3.0,
-    "kernel.mlx5_netdev_link_down": 2.5,
-    "nccl.ib_async_port_error": 3.0,
-    "nccl.ib_async_fatal": 3.0,
-    "kernel.mlx5_module_event": 2.0,
-}
 TOPOLOGY_SIGNATURES = frozenset(
     {
         "nccl.init_complete",
@@ -96,7 +86,8 @@ class NcclPlacement:
     pid_rank: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
-def _ev_host(ev: Event) -> str | None:
+def event_host(ev: Event) -> str | None:
+    """The host of an NCCL line: the one its own prefix names, else the file's."""
     return ev.fields.get("nccl_host") or ev.host
 
 
@@ -108,7 +99,7 @@ def placement_from_events(events: Iterable[Event]) -> NcclPlacement:
     pl.world_size = max(sizes) if sizes else None
     world_comms: set[str] = set()
     for e in evs:
-        host = _ev_host(e)
+        host = event_host(e)
         f = e.fields
         if e.signature == "nccl.init_complete" and pl.world_size and f.get("nranks") == str(pl.world_size):
             rank = int(f["nccl_rank"])
@@ -134,243 +125,3 @@ def placement_from_events(events: Iterable[Event]) -> NcclPlacement:
         if e.signature == "nccl.init_local_rank" and pl.world_size and f.get("nranks") == str(pl.world_size):
             pl.rank_local.setdefault(int(f["nccl_rank"]), int(f["nccl_local_rank"]))
     return pl
-
-
-@dataclass(slots=True)
-class LinkFault:
-    """A network fault placed on a link: the two hosts, the port, and which end is to blame.
-
-    ``faulty_side`` is ``host_a``'s or ``host_b``'s name when the evidence decides (that end's
-    port went down, its counters moved, or it is the one host common to every failing link), and
-    None when it does not; ``reasons`` say why in words.
-    """
-
-    host_a: str
-    host_b: str | None
-    device: str | None = None
-    port: str | None = None
-    faulty_side: str | None = None
-    peer_ip: str | None = None
-    first_ts: float | None = None
-    evidence: list[int] = field(default_factory=list)
-    reasons: list[str] = field(default_factory=list)
-    score: float = 0.0
-
-    @property
-    def link(self) -> str:
-        """``host_a<->host_b[:device/port]`` for a verdict's culprit.links."""
-        end = f"{self.device}/{self.port}" if self.device and self.port else (self.device or "")
-        pair = f"{self.host_a}<->{self.host_b or '?'}"
-        return f"{pair}:{end}" if end else pair
-
-
-@dataclass(slots=True)
-class _PortEvidence:
-    host: str
-    weight: float
-    device: str | None
-    port: str | None
-    reason: str
-    ts: float | None = None
-    event_id: int | None = None
-
-
-def _resolve_peer(
-    peer: str | None, topology: Topology, known: Mapping[str, str]
-) -> tuple[str | None, str | None]:
-    """(host, ip) of a peer NCCL named by IP or by host name."""
-    if not peer:
-        return None, None
-    ip = normalize_ip(peer.split("<", 1)[0])
-    if ip and re.fullmatch(r"\d{1,3}(?:\.\d{1,3}){3}|[0-9a-fA-F:]+:[0-9a-fA-F:]*", ip):
-        host = topology.ip_host.get(ip)
-        return host, ip
-    short = short_host(ip)
-    return (known.get(short or "", ip) if short else None), None
-
-
-def _port_evidence(events: Iterable[Event], ib: Mapping[str, HostIB] | None) -> list[_PortEvidence]:
-    out: list[_PortEvidence] = []
-    for e in events:
-        w = PORT_SIGNATURES.get(e.signature)
-        if w is None or not e.host or "recovered_after_s" in e.fields:
-            continue  # a port that came back within NCCL's retry window (transients.py) is no suspect
-        f = e.fields
-        if e.signature == "kernel.mlx5_module_event" and f.get("module_status") == "Cable plugged":
-            continue
-        device = f.get("ib_dev") or f.get("netdev") or f.get("nic_pci")
-        port = f.get("ib_port") or f.get("module")
-        what = f.get("link_state") or f.get("ib_event") or f.get("module_status") or "link down"
-        out.append(_PortEvidence(e.host, w, device, port, f"{e.signature} ({what}) on {e.host}", e.ts, e.id))
-    for host, hib in (ib or {}).items():
-        for p in hib.ports.values():
-            if p.is_down():
-                out.append(
-                    _PortEvidence(
-                        host,
-                        2.5,
-                        p.device,
-                        str(p.port),
-                        f"{p.source or 'port state'}: {p.device}/{p.port} {p.state or p.phys_state}",
-                    )
-                )
-            moved = hib.moved_counters(p.device, p.port)
-            if moved:
-                names = ", ".join(f"{k}+{v}" for k, v in sorted(moved.items()))
-                out.append(
-                    _PortEvidence(
-                        host,
-                        2.0,
-                        p.device,
-                        str(p.port),
-                        f"IB counters moved on {host} {p.device}/{p.port}: {names}",
-                    )
-                )
-            elif p.error_counters():
-                names = ", ".join(f"{k}={v}" for k, v in sorted(p.error_counters().items()))
-                out.append(
-                    _PortEvidence(
-                        host,
-                        0.75,
-                        p.device,
-                        str(p.port),
-                        f"IB error counters non-zero on {host} {p.device}/{p.port}: {names}",
-                    )
-                )
-    return out
-
-
-def localize_link_faults(
-    events: Iterable[Event],
-    topology: Topology,
-    ib: Mapping[str, HostIB] | None = None,
-    window_s: float = 900.0,
-) -> list[LinkFault]:
-    """Place the bundle's network failures on links and, where the evidence allows, on one end.
-
-    ``events``: all events of the bundle (NCCL peer errors, kernel link-down lines, NCCL async
-    port events); ``topology.ip_host`` resolves the peer IPs NCCL names (fill it with
-    :func:`learn_topology` first); ``ib``: per-host InfiniBand state from
-    :func:`firstfault.parse.ibstat.collect` (port states, counters, counter deltas).
-
-    A host's port evidence counts for a link if it has no time or lies within ``window_s`` of the
-    link's first error. The end with the heavier port evidence is the faulty side; with none, a
-    host common to two or more failing links is. Port evidence with no NCCL error beside it is
-    returned as a single-ended fault (``host_b`` None). Sorted by score, strongest first.
-    """
-    evs = list(events)
-    known: dict[str, str] = {}
-    for h in [*topology.rank_host.values(), *topology.ip_host.values(), *(e.host for e in evs if e.host)]:
-        s = short_host(h)
-        if s and h:
-            known.setdefault(s, h)
-    ports = _port_evidence(evs, ib)
-    pairs: dict[frozenset[str], LinkFault] = {}
-    unresolved: dict[tuple[str, str], LinkFault] = {}
-    for e in evs:
-        if e.signature not in PEER_SIGNATURES:
-            continue
-        local = _ev_host(e)
-        if not local:
-            continue
-        peer_host, peer_ip = _resolve_peer(e.fields.get("peer"), topology, known)
-        if peer_host is None:
-            key_u = (local, peer_ip or e.fields.get("peer", "?"))
-            lf = unresolved.setdefault(key_u, LinkFault(host_a=local, host_b=None, peer_ip=peer_ip))
-            lf.reasons.append(
-                f"peer {key_u[1]} of {local} not in the topology (no NCCL Bootstrap line for it)"
-            )
-        else:
-            key = frozenset((local, peer_host))
-            if key not in pairs:
-                a, b = sorted((local, peer_host))
-                pairs[key] = LinkFault(host_a=a, host_b=b)
-            lf = pairs[key]
-            if lf.peer_ip is None and peer_ip and peer_host == lf.host_b:
-                lf.peer_ip = peer_ip
-        lf.evidence.append(e.id)
-        if e.ts is not None and (lf.first_ts is None or e.ts < lf.first_ts):
-            lf.first_ts = e.ts
-        if e.fields.get("hca") and lf.device is None and local == lf.host_a:
-            lf.device = e.fields["hca"].split(":", 1)[0]
-        lf.score += 1.0 if e.signature != "nccl.socket_closed_by_peer" else 0.25
-    faults = list(pairs.values()) + list(unresolved.values())
-    # how many failing links each host is on: a host common to all of them is the likely end
-    degree: dict[str, int] = defaultdict(int)
-    for lf in pairs.values():
-        degree[lf.host_a] += 1
-        if lf.host_b:
-            degree[lf.host_b] += 1
-    used: set[int] = set()
-    for lf in faults:
-        weights: dict[str, float] = defaultdict(float)
-        best: dict[str, _PortEvidence] = {}
-        for i, pe in enumerate(ports):
-            if pe.host not in (lf.host_a, lf.host_b):
-                continue
-            if pe.ts is not None and lf.first_ts is not None and abs(pe.ts - lf.first_ts) > window_s:
-                continue
-            weights[pe.host] += pe.weight
-            if pe.host not in best or pe.weight > best[pe.host].weight:
-                best[pe.host] = pe
-            if pe.event_id is not None:
-                lf.evidence.append(pe.event_id)
-            lf.reasons.append(pe.reason)
-            used.add(i)
-        ranked = sorted(weights.items(), key=lambda kv: -kv[1])
-        if ranked and (len(ranked) == 1 or ranked[0][1] > ranked[1][1] * 1.5):
-            side = ranked[0][0]
-            lf.faulty_side = side
-            lf.device, lf.port = best[side].device or lf.device, best[side].port
-            lf.reasons.append(f"{side}'s port failed (its own evidence weighs {ranked[0][1]:.1f})")
-            lf.score += ranked[0][1]
-        elif ranked:
-            lf.reasons.append("both ends show port trouble: the side is undetermined")
-            lf.score += ranked[0][1]
-        elif lf.host_b and len(pairs) >= 2:
-            da, db = degree[lf.host_a], degree[lf.host_b]
-            if da != db and max(da, db) >= 2:
-                side = lf.host_a if da > db else lf.host_b
-                lf.faulty_side = side
-                lf.reasons.append(
-                    f"{side} is on {max(da, db)} of the {len(pairs)} failing links; its peers are not"
-                )
-                lf.score += 0.5
-        if lf.faulty_side is None and not ranked:
-            lf.reasons.append("no port-down or counter evidence on either end: the side is undetermined")
-    for i, pe in enumerate(ports):
-        if i in used:
-            continue
-        lf = LinkFault(
-            host_a=pe.host,
-            host_b=None,
-            device=pe.device,
-            port=pe.port,
-            faulty_side=pe.host,
-            first_ts=pe.ts,
-            score=pe.weight,
-            reasons=[pe.reason],
-        )
-        if pe.event_id is not None:
-            lf.evidence.append(pe.event_id)
-        faults.append(lf)
-    merged: dict[tuple[str, str | None, str | None, str | None], LinkFault] = {}
-    for lf in faults:
-        if lf.host_b is None and lf.faulty_side:
-            k = (lf.host_a, None, lf.device, lf.port)
-            if k in merged:
-                m = merged[k]
-                m.evidence += lf.evidence
-                m.reasons += lf.reasons
-                m.score += lf.score
-                m.first_ts = min((t for t in (m.first_ts, lf.first_ts) if t is not None), default=None)
-                continue
-            merged[k] = lf
-        else:
-            merged[(lf.host_a, lf.host_b, lf.peer_ip, str(id(lf)))] = lf
-    out = list(merged.values())
-    for lf in out:
-        lf.evidence = sorted(set(lf.evidence))
-        lf.reasons = list(dict.fromkeys(lf.reasons))
-    out.sort(key=lambda lf: (-lf.score, lf.first_ts if lf.first_ts is not None else float("inf"), lf.host_a))
-    return out

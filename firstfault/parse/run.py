@@ -48,6 +48,37 @@ class ParseResult:
     skipped: list[str] = field(default_factory=list)
     ib: dict[str, HostIB] = field(default_factory=dict)  # host -> its ibstat/ibv_devinfo/rdma port states
 
+    def known_ranks(self) -> list[int]:
+        """Every rank the bundle shows: in progress lines, events, per-rank directories, the world size."""
+        ranks: set[int] = set()
+        for prog in self.ctx.progress_by_attempt.values():
+            ranks.update(prog)
+        ranks.update(e.rank for e in self.events if e.rank is not None)
+        ranks.update(self.ctx.rank_dirs_local)
+        if self.ctx.topology.world_size:
+            ranks.update(range(self.ctx.topology.world_size))
+        return sorted(ranks)
+
+    def missing_rank_logs(self, ranks: list[int]) -> list[int]:
+        """Ranks below the highest known one that have no per-rank torchrun log."""
+        logged = self.ctx.rank_dirs_local
+        if not logged or not ranks:
+            return []
+        return sorted(set(range(max(ranks) + 1)) - logged)
+
+    def looks_like_a_job(self) -> bool:
+        """Any line a signature knows (noise included), training under way, an error line, a
+        flight-recorder dump or a launcher's per-rank file: evidence that this is what a job left.
+        Without any, saying "no failure" would be a lie about a file that is not a job log at all."""
+        return bool(
+            self.events or self.ctx.training_seen or any(self.ctx.progress_by_attempt.values())
+            or self.ctx.has_fr_dumps or self.ctx.has_rank_files or self.ctx.has_error_files
+        )
+
+    def launched(self) -> bool:
+        """Does the bundle hold the job's start as a launcher or the scheduler recorded it (not a paste)?"""
+        return bool(self.ctx.sched.get("start") or self.ctx.attempt_start or self.ctx.has_launch_output)
+
     def own_series(self, attempt: int | None = None) -> dict[int, list[float]]:
         """Each rank's own work per step (compute time), in step order: what a straggler shows in."""
         return {rank: list(p.own_ms) for rank, p in self.ctx.progress(attempt).items() if p.own_ms}
@@ -402,6 +433,10 @@ def _new_context(bundle: Bundle, topology: Topology | None) -> ParseContext:
         ctx.topology = topology
     rank_logs = [f for f in bundle.files if f.kind == "elastic_rank_log"]
     ctx.has_rank_files = bool(rank_logs)
+    ctx.rank_dirs_local = {f.local_rank for f in rank_logs if f.local_rank is not None}
+    ctx.has_fr_dumps = bool(bundle.of_kind("fr_dump"))
+    ctx.has_error_files = bool(bundle.of_kind("elastic_error_json"))
+    ctx.has_launch_output = any(f.kind in ("launcher_console", "elastic_rank_log", "slurm_output") for f in bundle.files)
     ctx.rank_files = frozenset((f.host, f.local_rank) for f in rank_logs if f.local_rank is not None)
     # At scale the console is one file (one core reads it alone) that repeats every rank's file:
     # its worker lines are skipped. Small jobs keep them: their arrival order breaks near-ties.

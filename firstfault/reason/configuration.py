@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from firstfault.correlate import Correlation
+from firstfault.reason.correlate import Correlation
 from firstfault.vocab import Category, Event, Layer, Role
 
 # With no progress lines at all, a failure this soon after the job's first line is a start-up one.
@@ -86,7 +86,7 @@ def common_failure(corr: Correlation, world: int | None) -> CommonFailure | None
 
 def _common_exit(corr: Correlation, world: int | None) -> CommonFailure | None:
     """Every rank died of the same signal (or exit code) with nothing printed: one cause, no culprit."""
-    from firstfault.correlate import TEARDOWN_SIGNALS, exit_signal
+    from firstfault.reason.correlate import TEARDOWN_SIGNALS, exit_signal
 
     exits: dict[int, Event] = {}
     for r, v in corr.ranks.items():
@@ -111,7 +111,7 @@ def _victim_first(v: object) -> bool:
 
 
 def _failed_exit(v: object) -> bool:
-    from firstfault.correlate import TEARDOWN_SIGNALS, exit_signal
+    from firstfault.reason.correlate import TEARDOWN_SIGNALS, exit_signal
 
     return any(exit_signal(e) not in TEARDOWN_SIGNALS for e in getattr(v, "exits", []))
 

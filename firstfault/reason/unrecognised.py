@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from firstfault.correlate import Candidate
+from firstfault.reason.correlate import Candidate
 from firstfault.vocab import Event
 
 NEAR_TIE_S = 1.0

@@ -112,3 +112,18 @@ def demote_inconsequential(events: Sequence[Event], peer_host: dict[int, str | N
         cause.fields[CONTEXT] = "benign unless something follows on its host, and nothing did"
         out.append(cause)
     return out
+
+
+def context_of(
+    events: Sequence[Event], window: JobWindow, job_files: set[str], peer_host: dict[int, str | None]
+) -> tuple[list[Event], list[str]]:
+    """Demote host events outside the window, then benign ones with nothing after them: (context, warnings)."""
+    context = demote_outside(events, window, job_files)
+    context += demote_inconsequential(events, peer_host)
+    warnings = []
+    if context:
+        warnings.append(
+            f"{len(context)} host event(s) outside the job's window or benign with nothing following them "
+            "are context, not candidates (see 'context')"
+        )
+    return context, warnings

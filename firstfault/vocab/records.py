@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from firstfault.vocab.enums import Action, Category, Layer, Role, Severity, TsQuality
+from firstfault.vocab.flightrec import FRAnalysis
 
 MAX_CONTEXT_EVENTS = 50
 SCHEMA_VERSION = "1.1"  # 1.1 adds "context" (additive: every 1.0 reader reads it)
@@ -163,7 +164,7 @@ class Verdict:
     reasons: list[str] = field(default_factory=list)
     progress: list[RankProgress] = field(default_factory=list)
     inputs: dict[str, Any] = field(default_factory=dict)
-    flight_recorder: dict[str, Any] | None = None
+    flight_recorder: FRAnalysis | None = None
     stats: dict[str, Any] = field(default_factory=dict)
     context: list[Event] = field(default_factory=list)  # host evidence outside the job window, or benign
 
@@ -185,7 +186,7 @@ class Verdict:
             "explained_fraction": round(self.explained_fraction, 4),
             "alternatives": [h.to_dict() for h in self.alternatives],
             "progress": [asdict(p) for p in self.progress],
-            "flight_recorder": self.flight_recorder,
+            "flight_recorder": self.flight_recorder.to_dict() if self.flight_recorder is not None else None,
             "inputs": self.inputs,
             "stats": self.stats,
             "warnings": list(self.warnings),

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from firstfault.correlate import Candidate, Correlation
 from firstfault.parse.nccl import PEER_SIGNATURES
+from firstfault.reason.correlate import Candidate, Correlation
 from firstfault.vocab import Category, Event, RankProgress
 from firstfault.vocab.timefmt import iso
 from firstfault.vocab.topology import Topology, normalize_ip, short_host

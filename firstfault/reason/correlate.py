@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from firstfault.match.unrecognised import UNRECOGNISED
-from firstfault.transients import Recovery, demote_recovered
+from firstfault.reason.transients import Recovery, demote_recovered
 from firstfault.vocab import Category, Event, Layer, Role
 
 # Lower layers explain higher ones: a GPU falling off the bus explains the CUDA error above it.

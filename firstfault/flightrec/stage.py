@@ -1,0 +1,73 @@
+"""The flight-recorder stage: load a bundle's dumps and analyse them, beside the log parse.
+
+Dumps are independent of the logs until reasoning, so at scale (thousands of dumps) they load in a
+forked worker while the logs parse on the other cores, and only the (small) typed analysis comes
+back. Pure over its arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from firstfault.discover import Bundle
+from firstfault.vocab import FileKind, FRAnalysis
+
+# Below this many dumps the FR stage runs inline: a fork costs more than it saves.
+FR_BESIDE_MIN_DUMPS = 256
+
+
+def flight_recorder_stage(paths: Sequence[str], world: int | None) -> tuple[FRAnalysis | None, list[str]]:
+    """Load and analyse FR dumps: (the analysis, warnings)."""
+    if not paths:
+        return None, []
+    from firstfault.flightrec.analyze import analyze_fr
+    from firstfault.flightrec.load import load_dumps
+
+    loaded = load_dumps(list(paths))
+    warnings = [f"flight recorder: {w}" for w in loaded.warnings]
+    if not loaded.dumps:
+        return None, warnings
+    result = analyze_fr(loaded.dumps, expected_world_size=world)
+    warnings.extend(f"flight recorder: {w}" for w in result.warnings)
+    return result, warnings
+
+
+def _rank_dirs(bundle: Bundle) -> int | None:
+    """How many per-rank torchrun directories the bundle has: the world size before parsing."""
+    dirs = {f.rel.rsplit("/", 1)[0] for f in bundle.files if f.kind == FileKind.ELASTIC_RANK_LOG}
+    return len(dirs) or None
+
+
+class FlightRecorderBeside:
+    """The FR stage in a forked process while the logs parse (files to verdict on every core)."""
+
+    def __init__(self, bundle: Bundle) -> None:
+        import multiprocessing as mp
+
+        self.bundle = bundle
+        self.paths = [str(f.path) for f in bundle.of_kind(FileKind.FR_DUMP)]
+        self.pool: Any = None
+        self.job: Any = None
+        forkable = "fork" in mp.get_all_start_methods() and not mp.current_process().daemon
+        if len(self.paths) >= FR_BESIDE_MIN_DUMPS and forkable:
+            self.pool = mp.get_context("fork").Pool(1)
+            self.job = self.pool.apply_async(flight_recorder_stage, (self.paths, _rank_dirs(bundle)))
+
+    def result(self, ranks: Sequence[int], warnings: list[str]) -> FRAnalysis | None:
+        """The analysis (inline, with the ranks the logs know, when it did not run beside)."""
+        if self.pool is None:
+            fr, warns = flight_recorder_stage(self.paths, max(ranks) + 1 if ranks else None)
+        else:
+            try:
+                fr, warns = self.job.get()
+            finally:
+                self.close()
+        warnings.extend(warns)
+        return fr
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+            self.pool = None

@@ -1,0 +1,216 @@
+"""Attribute: choose the root among the candidates, say how sure, and what to do.
+
+Each candidate from ``correlate`` becomes a :class:`Hypothesis`. The earliest independent
+fault wins, lower layers breaking near-ties (a GPU fault explains the CUDA error above it);
+when no rank reports a fault of its own, silence is evidence (the rank that stopped first,
+or that the flight recorder shows missing); with no error at all, progress may still show a
+straggler. Confidence is built from named factors (time margin to the runner-up, timestamp
+quality, corroboration by the flight recorder or the host) so the number can be explained.
+The verdict is final when :func:`attribute` returns: network localisation is part of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from firstfault.reason.candidates import (
+    is_weak,
+    merge_host,
+    silent_candidates,
+    stalled_before_limit,
+    stalled_first,
+    straggler_candidate,
+)
+from firstfault.reason.chain import chain, fr_links, later_links, recurrences
+from firstfault.reason.confidence import confidence
+from firstfault.reason.configuration import common_failure, template_key
+from firstfault.reason.correlate import Candidate, Correlation, candidate_order
+from firstfault.reason.hypothesis import hypothesis
+from firstfault.reason.inputs import ReasoningInput, fr_culprits
+from firstfault.reason.lost_hosts import date_lost_hosts
+from firstfault.reason.network import localize_network
+from firstfault.reason.refine import (
+    apply_before_training,
+    apply_fr_mismatch,
+    apply_group_mismatch,
+    apply_witness,
+    common_applies,
+    world_size,
+)
+from firstfault.reason.unrecognised import unrecognised_candidates
+from firstfault.vocab import (
+    Action,
+    CandidateKind,
+    Category,
+    ChainLink,
+    Culprit,
+    Event,
+    Hypothesis,
+    Role,
+    TsQuality,
+    Verdict,
+)
+
+
+def attribute(
+    corr: Correlation, inp: ReasoningInput, warnings: Sequence[str] = (), later: Sequence[Event] = ()
+) -> Verdict:
+    """The verdict: the winning hypothesis, its chain, alternatives and confidence, placed on the
+    fabric when it is a network fault. Final when returned (the pipeline adds only run statistics)."""
+    cands = candidates(corr, inp)
+    if not cands:
+        return _finish(_no_root(corr, inp, warnings), inp)
+    win, rest = _winner(cands, corr, inp)
+    world = world_size(corr, inp)
+    hyp = hypothesis(win, corr, inp)
+    if win.kind == CandidateKind.COMMON:
+        hyp.culprit.ranks, hyp.culprit.hosts, hyp.culprit.gpus = [], [], []
+    apply_before_training(hyp, win, inp)
+    apply_fr_mismatch(hyp, win, inp)
+    if not fr_culprits(inp.fr):
+        apply_witness(hyp, corr, world)
+        apply_group_mismatch(hyp, corr)
+    conf, why = confidence(win, rest, inp)
+    hyp.score = conf
+    seconds = _second_roots(win, rest, hyp.category)
+    alternatives = _alternatives(rest, seconds, corr, inp, conf)
+    culprit = hyp.culprit
+    for c in seconds:
+        if c.rank is not None and c.rank not in culprit.ranks:
+            culprit.ranks.append(c.rank)
+    links, frac = chain(corr, win, seconds)
+    links += fr_links(inp.fr_events, win, hyp.culprit.ranks)
+    links += later_links(later, win)
+    warns = list(warnings)
+    recur = recurrences(corr, win, later)
+    if recur:
+        hyp.reasons.append(f"the same failure recurred in attempt(s) {', '.join(map(str, recur))}")
+    if hyp.root_event is not None and hyp.root_event.ts_quality != TsQuality.EXACT:
+        warns.append(f"root event time is {hyp.root_event.ts_quality}: taken from a nearby line")
+    verdict = Verdict(
+        category=hyp.category,
+        culprit=culprit,
+        action=hyp.action,
+        confidence=conf,
+        summary=_summary(hyp.summary, links, win, seconds),
+        root_event=hyp.root_event,
+        causal_chain=links,
+        explained_fraction=frac,
+        alternatives=alternatives,
+        warnings=warns,
+        reasons=hyp.reasons + [f"confidence: {w}" for w in why],
+        progress=inp.progress,
+        flight_recorder=inp.fr,
+    )
+    if verdict.category == Category.NETWORK:
+        localize_network(verdict, inp.events, inp.topology, inp.ib)
+    return _finish(verdict, inp)
+
+
+def candidates(corr: Correlation, inp: ReasoningInput) -> list[Candidate]:
+    """The candidates for the root, strongest kind first: faults of their own (events, unexplained
+    exits, host faults), then silence, then error lines no signature knows, then last resorts
+    (a plain cancel), then, with no error at all, a straggler."""
+    strong = [c for c in corr.candidates if c.kind in (CandidateKind.EVENT, CandidateKind.EXIT) and not is_weak(c)]
+    cands = merge_host(strong, inp.topology)
+    cands = date_lost_hosts(cands, corr, inp.progress, inp.topology)  # also absorbs peer errors
+    cands.sort(key=candidate_order)
+    if cands:
+        stalled = stalled_first(cands[0], corr, inp)
+        if stalled is not None:
+            cands.insert(0, stalled)
+    if not cands:
+        cands = silent_candidates(corr, inp)
+    if not cands:
+        cands = unrecognised_candidates(corr.unrecognised)
+    if not cands:
+        cands = merge_host([c for c in corr.candidates if is_weak(c)], inp.topology)
+    if not cands and not corr.errors:
+        s = straggler_candidate(inp)
+        if s is not None:
+            cands = [s]
+    return cands
+
+
+def _winner(cands: list[Candidate], corr: Correlation, inp: ReasoningInput) -> tuple[Candidate, list[Candidate]]:
+    """The first candidate, unless it is a time limit that ended a stall, or one copy of a failure
+    every rank shared."""
+    win, rest = cands[0], cands[1:]
+    stalled = stalled_before_limit(win, corr, inp)
+    if stalled is not None:
+        win, rest = stalled, [win, *rest]
+    world = world_size(corr, inp)
+    common = common_failure(corr, world)
+    if common is not None and common_applies(win, common):
+        win = Candidate(
+            CandidateKind.COMMON, common.event, None, None, common.event.ts, common.event.category,
+            [common.describe(world)],
+        )
+        rest = [c for c in rest if c.event is None or template_key(c.event) != template_key(common.event)]
+    return win, rest
+
+
+def _second_roots(win: Candidate, rest: Sequence[Candidate], category: Category) -> list[Candidate]:
+    """A later root on another rank in the same attempt is a second, independent fault."""
+    return [
+        c
+        for c in rest
+        if c.kind == CandidateKind.EVENT
+        and c.rank is not None
+        and c.rank != win.rank
+        and c.event is not None
+        and (win.event is None or c.event.attempt == win.event.attempt)
+        and c.event.signature != (win.event.signature if win.event else None)
+        and not (c.category == Category.NETWORK and category == Category.NETWORK)  # the link's other end
+    ]
+
+
+def _alternatives(
+    rest: Sequence[Candidate], seconds: Sequence[Candidate], corr: Correlation, inp: ReasoningInput, conf: float
+) -> list[Hypothesis]:
+    out = []
+    for c in rest[:5]:
+        h = hypothesis(c, corr, inp)
+        h.score = max(0.01, round(conf * 0.5 if c in seconds else conf * 0.25, 3))
+        if c in seconds:
+            h.reasons.append("an independent fault of its own, later than the root")
+        out.append(h)
+    return out
+
+
+def _summary(head: str, links: Sequence[ChainLink], win: Candidate, seconds: Sequence[Candidate]) -> str:
+    n_casc = sum(1 for link in links if link.explained_by is not None or (win.event is None and link.role != Role.ROOT))
+    victims = {
+        link.event.rank
+        for link in links
+        if link.role in (Role.CASCADE, Role.TEARDOWN) and link.event.rank not in (None, win.rank)
+    }
+    summary = head
+    if n_casc:
+        summary += f" — {n_casc} later error(s) on {len(victims)} other rank(s) follow from it"
+    if seconds:
+        summary += f"; rank {seconds[0].rank} failed independently {(seconds[0].ts or 0) - (win.ts or 0):.1f} s later"
+    return summary
+
+
+def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) -> Verdict:
+    """No candidate: errors nothing places (unknown), or no error at all (the job ended well)."""
+    if corr.errors:
+        cat, summary, conf, act = (
+            Category.UNKNOWN, "errors were found but none could be placed as the root", 0.2, Action.RESTART
+        )
+    else:
+        cat, summary, conf, act = Category.NONE, "no failure found: the job shows no error evidence", 0.9, Action.NONE
+    links, frac = chain(corr, None, [])
+    return Verdict(
+        cat, Culprit(), act, conf, summary, None, links, frac if corr.errors else 1.0, [], list(warnings),
+        progress=inp.progress, flight_recorder=inp.fr,
+    )
+
+
+def _finish(verdict: Verdict, inp: ReasoningInput) -> Verdict:
+    """What the bundle held, the context and the warnings, once each (one source may repeat another's)."""
+    verdict.warnings = list(dict.fromkeys(verdict.warnings))
+    verdict.inputs = dict(inp.inputs)
+    verdict.context = list(inp.context)
+    return verdict

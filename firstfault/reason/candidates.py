@@ -1,0 +1,313 @@
+"""The candidates for the root, beyond the events that name one: silence, stalls, slowness, hosts.
+
+``correlate`` proposes the ranks and hosts whose own lines state a fault (and ranks that exited
+with none of their own). When those do not explain the failure, the evidence is what did *not*
+happen: a rank quiet while its peers timed out (:func:`silent_candidates`), a rank whose progress
+stopped before the first error (:func:`stalled_first`), a job that stopped making progress long
+before its time limit (:func:`stalled_before_limit`), a rank whose own work slowed down
+(:func:`straggler_candidate`). :func:`merge_host` joins host faults (kernel, driver) with the rank
+faults on the same host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from statistics import median
+
+from firstfault.reason.causality import awaited_ranks
+from firstfault.reason.correlate import (
+    Candidate,
+    Correlation,
+    RankView,
+    arrival_order,
+    candidate_order,
+    corroborates,
+    host_explains,
+)
+from firstfault.reason.inputs import ReasoningInput, fr_culprits
+from firstfault.reason.straggler import find_slowdown
+from firstfault.vocab import Category, Event, FRKind, RankProgress, Role
+from firstfault.vocab.timefmt import iso
+from firstfault.vocab.topology import Topology
+
+
+def is_weak(c: Candidate) -> bool:
+    """A root of last resort (signature field ``weak_root``): a plain ``CANCELLED`` is what srun's
+    --kill-on-bad-exit prints after another task failed, and what scancel prints on its own."""
+    return c.event is not None and c.event.fields.get("weak_root") == "1"
+
+
+def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
+    """Ranks that never complained while their peers timed out: the hang's usual culprit."""
+    victims = {r for r, v in corr.ranks.items() if v.first_cascade is not None}
+    if not victims:
+        return []
+    prog = {p.rank: p for p in ev.progress}
+    fr_list = fr_culprits(ev.fr)
+    fr_pos_of: dict[int, int] = {}
+    for i, c in enumerate(fr_list):
+        fr_pos_of.setdefault(c.rank, i)
+    quiet = [r for r, v in corr.ranks.items() if v.first_cascade is None and v.first_root is None]
+    # victims that name whom they wait for (a store key, a monitored barrier) point at the culprit
+    awaited = awaited_ranks(e for v in corr.ranks.values() for e in v.events if e.role == Role.CASCADE)
+    quiet += [r for r in sorted(awaited) if r not in quiet and r not in victims]
+    # no quiet rank: every rank that printed was a victim; only positive evidence names one of them
+    pool = quiet or _behind_or_named(corr, prog, fr_pos_of)
+    if not pool and not fr_list:
+        return [_nobody_stands_out(corr, victims, ev)]
+    # a rank that entered the collective with other arguments times out like its peers: not quiet
+    pool += [
+        c.rank for c in fr_list
+        if c.kind == FRKind.MISMATCHED and c.rank not in pool and c.rank in corr.ranks
+    ]
+    timeouts = any(
+        v.first_cascade is not None and v.first_cascade.category == Category.HANG for v in corr.ranks.values()
+    )
+    out = []
+    for r in pool:
+        p = prog.get(r)
+        reasons = []
+        cat = Category.HANG
+        view = corr.ranks.get(r) or RankView(r)  # a rank the victims name but that printed nothing
+        exiting = any(e.signature == "python.faulthandler_no_frame" for e in view.events)
+        if r in quiet and timeouts:
+            reasons.append(f"rank {r} reported no error while {len(victims)} peer(s) timed out waiting for it")
+        elif r in quiet:
+            cat = Category.APPLICATION_ERROR if exiting else Category.PROCESS_CRASH
+            reasons.append(f"rank {r} reported no error while {len(victims)} peer(s) saw their connections to it close")
+            if exiting:
+                reasons.append(
+                    "it was already shutting down (interpreter exit, no Python frame) when torchrun stopped it: "
+                    "the program ended on that rank without an error (sys.exit or an early return)"
+                )
+        if awaited.get(r):
+            reasons.append(f"{awaited[r]} peer(s) name rank {r} as the rank they waited for")
+        if p and p.last_step is not None:
+            reasons.append(f"its last progress was step {p.last_step} at {iso(p.last_step_ts)}")
+        where = None if exiting else where_stopped(view.events)
+        if where:
+            reasons.append(where)
+        own = view.unrecognised
+        if own:
+            reasons.append(f"its own last error line (no signature knows it): {own[-1].text.strip()[:200]}")
+        if r in fr_pos_of:
+            fc = fr_list[fr_pos_of[r]]
+            reasons.append(f"flight recorder: {fc.reason}")
+            if fc.kind == FRKind.MISMATCHED and cat == Category.HANG:
+                cat = Category.COLLECTIVE_MISMATCH  # it did enter the collective, with other arguments
+        ts = p.last_step_ts if p else None
+        fr_ev = next((e for e in ev.fr_events if e.rank == r), None)
+        out.append(Candidate("silent", fr_ev, r, None, ts, cat, reasons))
+
+    def key(c: Candidate) -> tuple[int, int, int, float, int]:
+        fr_pos = fr_pos_of.get(c.rank if c.rank is not None else -1, len(fr_list) + 1)
+        p = prog.get(c.rank or -1)
+        step = p.last_step if p and p.last_step is not None else 10**9
+        named = -awaited.get(c.rank if c.rank is not None else -1, 0)
+        return (fr_pos, named, step, c.ts if c.ts is not None else float("inf"), c.rank or 0)
+
+    out.sort(key=key)
+    return out
+
+
+def _behind_or_named(corr: Correlation, prog: dict[int, RankProgress], fr_pos_of: dict[int, int]) -> list[int]:
+    """Among ranks that all timed out: those the flight recorder names, or the one behind the rest."""
+    named = [r for r in fr_pos_of if r in corr.ranks]
+    steps = sorted((p.last_step, r) for r, p in prog.items() if p.last_step is not None and r in corr.ranks)
+    behind = [steps[0][1]] if len(steps) >= 2 and steps[0][0] < steps[1][0] else []
+    return list(dict.fromkeys(named + behind))
+
+
+def _nobody_stands_out(corr: Correlation, victims: set[int], ev: ReasoningInput) -> Candidate:
+    """Every rank in the logs timed out waiting and none stands out: say so, name no culprit."""
+    world = ev.topology.world_size
+    seen = sorted(corr.ranks)
+    reasons = [
+        f"every rank in the logs ({rank_list(seen)}) reported a timeout or lost connection: none is the "
+        "rank the others waited for"
+    ]
+    if world is None:
+        reasons.append(
+            "the world size is not in the logs, so a rank that printed nothing cannot be ruled out: it is the "
+            "likely culprit (add the launcher's output, NCCL's init lines or a topology.json)"
+        )
+    elif len(seen) >= world:
+        reasons.append(f"all {world} ranks timed out: a collective no rank could finish (a mismatch or a fabric stall)")
+    return Candidate("silent", None, None, None, None, Category.HANG, reasons)
+
+
+def rank_list(ranks: Sequence[int]) -> str:
+    return ", ".join(map(str, ranks[:8])) + (f", ... ({len(ranks)} ranks)" if len(ranks) > 8 else "")
+
+
+def where_stopped(events: Sequence[Event]) -> str | None:
+    """Where a rank's stack dump (faulthandler on SIGTERM) shows it was when it was stopped."""
+    stack = next((e for e in events if e.fields.get("top_frame")), None)
+    if stack is None:
+        return None
+    loader = any("dataloader" in f or "__getitem__" in f or "fetch" in f for f in stack.context[:4])
+    where = f"when it was stopped it was in {stack.fields['top_frame']}"
+    return where + (" (inside the data loader)" if loader else "")
+
+
+STALL_STEPS = 3  # how many steps its peers must have gone on for a rank's stop to count
+
+
+def stalled_first(first: Candidate, corr: Correlation, ev: ReasoningInput) -> Candidate | None:
+    """A rank that stopped making progress well before the first error, while its peers went on.
+
+    A hung data loader says nothing; if another fault ends the job before the NCCL timeout
+    (srun --kill-on-bad-exit tears everything down), the hang leaves no timeout either. Its
+    trace is in progress: its last step is behind every peer's and ``STALL_STEPS`` behind the
+    median, and it stopped
+    more than ``STALL_STEPS`` step intervals before the first error.
+    """
+    if first.ts is None:
+        return None
+    prog = [p for p in ev.progress if p.last_step is not None and p.last_step_ts is not None]
+    if len(prog) < 2:
+        return None
+    slow = min(prog, key=lambda p: (p.last_step or 0, p.last_step_ts or 0.0))
+    last = slow.last_step or 0
+    others = [p.last_step or 0 for p in prog if p.rank != slow.rank]
+    if min(others) <= last:
+        return None  # not alone behind: its group stopped together (a collective, not one rank)
+    ahead = int(median(others))
+    intervals = [p.step_interval_s for p in prog if p.step_interval_s]
+    if not intervals or slow.rank == first.rank:
+        return None
+    step_s = median(intervals)
+    assert slow.last_step is not None and slow.last_step_ts is not None
+    if ahead - last < STALL_STEPS or first.ts - slow.last_step_ts < STALL_STEPS * step_s + 5.0:
+        return None
+    v = corr.ranks.get(slow.rank)
+    if v is not None and (v.first_root is not None or v.first_cascade is not None):
+        return None  # it reported a fault of its own
+    reasons = [
+        f"rank {slow.rank}'s progress stopped at step {slow.last_step} ({iso(slow.last_step_ts)}), "
+        f"{first.ts - slow.last_step_ts:.0f} s before the first error, while its peers went on "
+        f"(to step {ahead}, median)"
+    ]
+    where = where_stopped(v.events if v else [])
+    if where:
+        reasons.append(where)
+    return Candidate("silent", None, slow.rank, None, slow.last_step_ts + step_s, Category.HANG, reasons)
+
+
+STALL_BEFORE_LIMIT_S = 60.0  # silence this long before a time limit is a stall, not a job that ran out of time
+
+
+def stalled_before_limit(win: Candidate, corr: Correlation, ev: ReasoningInput) -> Candidate | None:
+    """A job cancelled at its time limit that had stopped making progress long before it.
+
+    Under plain ``srun`` (no watchdog, or a process-group timeout longer than the job's limit) a
+    hang prints nothing until the scheduler kills the job. The time limit is then the consequence;
+    the stall is the root. Progress that went on until the limit means the job simply ran out of
+    time (the limit stays the root). The culprit is the rank that stopped behind its peers, or the
+    one whose stack dump at the kill shows it somewhere its peers are not; often neither tells.
+    """
+    e = win.event
+    if e is None or e.fields.get("reason") != "time_limit" or win.ts is None:
+        return None
+    prog = [p for p in ev.progress if p.last_step_ts is not None and p.last_step is not None]
+    if not prog:
+        return None
+    last = max(p.last_step_ts for p in prog if p.last_step_ts is not None)
+    intervals = [p.step_interval_s for p in prog if p.step_interval_s]
+    need = max(STALL_BEFORE_LIMIT_S, 10 * median(intervals)) if intervals else STALL_BEFORE_LIMIT_S
+    if win.ts - last < need:
+        return None
+    steps = sorted({p.last_step for p in prog if p.last_step is not None})
+    reasons = [
+        f"no rank made progress for {win.ts - last:.0f} s before the time limit (last step {steps[-1]} at "
+        f"{iso(last)}): the job hung, and the time limit only ended it ({e.source}:{e.line})"
+    ]
+    culprit, why = _odd_rank_out(corr, prog)
+    if why:
+        reasons.append(why)
+    else:
+        reasons.append("every rank stopped at the same step and nothing in the logs tells which one hung first")
+    return Candidate("stalled", None, culprit, None, last, Category.HANG, reasons)
+
+
+def _odd_rank_out(corr: Correlation, prog: Sequence[RankProgress]) -> tuple[int | None, str | None]:
+    """The one rank that stopped behind the rest, or whose stack dump differs from all of theirs."""
+    by_step = sorted(prog, key=lambda p: p.last_step if p.last_step is not None else 0)
+    if len(by_step) >= 2 and (by_step[0].last_step or 0) < (by_step[1].last_step or 0):
+        p = by_step[0]
+        return p.rank, f"rank {p.rank} stopped at step {p.last_step}, behind every peer"
+    tops: dict[int, str] = {}
+    for r, v in corr.ranks.items():
+        stack = next((x for x in v.events if x.fields.get("top_frame")), None)
+        if stack is not None:
+            tops[r] = stack.fields["top_frame"]
+    if len(tops) >= 3:
+        counts: dict[str, list[int]] = {}
+        for r, t in tops.items():
+            counts.setdefault(t, []).append(r)
+        odd = [rs[0] for rs in counts.values() if len(rs) == 1]
+        if len(counts) == 2 and len(odd) == 1:
+            r = odd[0]
+            return r, f"at the kill rank {r} was in {tops[r]}, every peer elsewhere ({where_stopped(corr.ranks[r].events) or ''})"
+    return None, None
+
+
+def straggler_candidate(ev: ReasoningInput) -> Candidate | None:
+    """A rank whose own work per step shows a real, sustained slowdown (``reason.straggler``), or
+    the flight recorder's late rank. Wall step times alone never make one: in synchronous
+    training every rank waits for the slowest, so they cannot show which it was."""
+    fr_late = [c for c in fr_culprits(ev.fr) if c.kind == FRKind.STRAGGLER]
+    if fr_late:
+        r = fr_late[0].rank
+        return Candidate("slow", None, r, None, None, Category.STRAGGLER, [fr_late[0].reason])
+    slow = find_slowdown(ev.series)
+    if slow is None:
+        return None
+    prog = {p.rank: p for p in ev.progress}
+    interval = prog[slow.rank].step_interval_s if slow.rank in prog else None
+    return Candidate("slow", None, slow.rank, None, None, Category.STRAGGLER, [slow.describe(interval)])
+
+
+def merge_host(cands: list[Candidate], topo: Topology) -> list[Candidate]:
+    """Join host-level faults (kernel, driver) with the rank faults on the same host.
+
+    A lower-layer fault shortly before a rank's error explains it (Xid 79, then the rank's CUDA
+    error): the host fault becomes the root and names that rank. An application-class host
+    event (Xid 13/31) only corroborates the rank's own error, which stays the root.
+    """
+    hosts = [c for c in cands if c.rank is None and c.event is not None and c.host]
+    absorbed: set[int] = set()
+    for h in hosts:
+        assert h.event is not None
+        for c in cands:
+            if c.rank is None or c.event is None or id(c) in absorbed:
+                continue
+            if host_explains(h.event, c.event):
+                h.supporting.append(c.event)
+                absorbed.add(id(c))
+                if h.rank is None:
+                    h.reasons.append(f"rank {c.rank}'s failure at {iso(c.event.ts)} on the same host follows from it")
+            elif corroborates(h.event, c.event) and id(h) not in absorbed:
+                c.supporting.append(h.event)
+                c.reasons.append(f"{h.host}'s kernel log agrees: {h.event.text.strip()[:160]}")
+                absorbed.add(id(h))
+    out = [c for c in cands if id(c) not in absorbed]
+    for h in out:
+        if h.rank is None and h.host and h.event is not None:
+            h.rank = _rank_of_host_event(h, topo)
+    out.sort(key=candidate_order)
+    arrival_order(out)
+    return out
+
+
+def _rank_of_host_event(h: Candidate, topo: Topology) -> int | None:
+    """Which rank a host fault hit: the one that failed there, else the one on that GPU."""
+    failed = [e.rank for e in h.supporting if e.rank is not None]
+    if failed:
+        return failed[0]
+    if h.event is not None and h.event.gpu:
+        
+        on_gpu = topo.ranks_on_gpu(h.host, h.event.gpu)
+        if on_gpu:
+            return on_gpu[0]
+    return None

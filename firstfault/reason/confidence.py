@@ -1,0 +1,69 @@
+"""How sure the verdict is, as a sum of named factors a reader can check.
+
+A base for the kind of evidence (an error line of the rank's own is worth more than its silence),
+then the margin to the runner-up, the timestamp's quality, agreement with the flight recorder
+and corroborating host events. Each factor is written into the verdict's reasons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from firstfault.reason.correlate import Candidate
+from firstfault.reason.inputs import ReasoningInput, fr_culprits
+
+NEAR_TIE_S = 1.0
+
+
+_KIND_PHRASE = {
+    "event": "an error event of its own",
+    "exit": "an exit with no error of its own",
+    "silent": "a rank that went silent",
+    "slow": "a slow rank",
+    "unrecognised": "an error line no signature recognises",
+    "common": "a failure every rank shared",
+    "stalled": "a job that stalled long before its time limit",
+}
+
+
+def confidence(win: Candidate, rest: Sequence[Candidate], ev: ReasoningInput) -> tuple[float, list[str]]:
+    why: list[str] = []
+    base = {"event": 0.8, "exit": 0.7, "silent": 0.55, "slow": 0.6, "unrecognised": 0.35, "common": 0.8, "stalled": 0.6}.get(
+        win.kind, 0.5
+    )
+    score = base
+    why.append(f"{base:.2f} for {_KIND_PHRASE.get(win.kind, 'a candidate')}")
+    others = [c for c in rest if c.rank != win.rank or c.host != win.host]
+    if others and win.ts is not None and others[0].ts is not None:
+        gap = others[0].ts - win.ts
+        if gap < 0.1:
+            score -= 0.25
+            why.append(f"-0.25: runner-up only {gap * 1000:.0f} ms later")
+        elif gap < NEAR_TIE_S:
+            score -= 0.1
+            why.append(f"-0.10: runner-up {gap:.2f} s later")
+        else:
+            score += 0.1
+            why.append(f"+0.10: runner-up {gap:.1f} s later")
+    elif not others:
+        score += 0.1
+        why.append("+0.10: no competing candidate")
+    if win.event is not None and win.event.ts_quality == "none":
+        score -= 0.2
+        why.append("-0.20: the root event has no timestamp")
+    fr = fr_culprits(ev.fr)
+    if fr and win.rank is not None:
+        fr_ranks = [c.rank for c in fr]
+        if win.rank == fr_ranks[0]:
+            score += 0.15
+            why.append("+0.15: the flight recorder names the same rank first")
+        elif win.rank in fr_ranks:
+            score += 0.05
+            why.append("+0.05: the flight recorder also names this rank")
+        elif win.kind != "event":
+            score -= 0.1
+            why.append("-0.10: the flight recorder points elsewhere")
+    if win.supporting:
+        score += 0.05
+        why.append(f"+0.05: {len(win.supporting)} corroborating event(s)")
+    return max(0.05, min(0.98, score)), why

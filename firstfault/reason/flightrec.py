@@ -1,0 +1,50 @@
+"""The flight recorder's culprits as events, so they take a place in the causal chain."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from firstfault.vocab import Category, Event, FRAnalysis, FRKind, Layer, Role, Severity, TsQuality
+
+FR_CATEGORY = {
+    FRKind.MISSING: Category.HANG,
+    FRKind.STALLED: Category.HANG,
+    FRKind.MISMATCHED: Category.COLLECTIVE_MISMATCH,
+    FRKind.STRAGGLER: Category.STRAGGLER,
+}
+
+
+def fr_events(fr: FRAnalysis | None, dumps: Mapping[int, str], start_id: int) -> list[Event]:
+    """One event per culprit, pointing at the culprit's dump (or, for a rank that wrote none, the
+    dump directory). ``dumps`` maps a rank to its dump's path in the bundle."""
+    if fr is None:
+        return []
+    any_dump = next(iter(dumps.values()), "fr")
+    out = []
+    for i, c in enumerate(fr.culprits):
+        t = c.time_ns
+        out.append(
+            Event(
+                id=start_id + i,
+                source=dumps.get(c.rank, any_dump.rsplit("/", 1)[0] if "/" in any_dump else any_dump),
+                line=1,
+                text=f"flight recorder: {c.reason}",
+                signature=f"flightrec.{c.kind}",
+                category=FR_CATEGORY.get(c.kind, Category.HANG),
+                layer=Layer.FRAMEWORK,
+                role=Role.ROOT,
+                severity=Severity.ERROR,
+                ts=int(t) / 1e9 if isinstance(t, (int, float)) else None,
+                ts_quality=TsQuality.EXACT if t else TsQuality.NONE,
+                rank=c.rank,
+                fields={
+                    "fr_kind": str(c.kind),
+                    "pg": str(c.pg or ""),
+                    "seq": str(c.seq or ""),
+                    "op": str(c.op or ""),
+                    "score": str(c.score or ""),
+                },
+                context=[str(f) for f in (c.frames or [])][:12],
+            )
+        )
+    return out

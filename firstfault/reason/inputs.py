@@ -1,0 +1,40 @@
+"""What attribution reads besides the correlated events: the typed facts of the earlier stages.
+
+Parsing gives the topology, progress and InfiniBand state; the flight recorder its analysis;
+the window and context come from ``reason.window``. Attribution gets them together, read-only,
+so every rule sees the same facts and none has to reach back into a stage's internals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from firstfault.parse.ibstat import HostIB
+from firstfault.reason.configuration import TrainingSeen
+from firstfault.reason.window import JobWindow
+from firstfault.vocab import Action, Event, FRAnalysis, FRCulprit, RankProgress
+from firstfault.vocab.topology import Topology
+
+
+@dataclass
+class ReasoningInput:
+    """Everything attribution reads besides the correlated events: typed facts of the earlier stages."""
+
+    topology: Topology = field(default_factory=Topology)
+    progress: list[RankProgress] = field(default_factory=list)
+    fr: FRAnalysis | None = None
+    action_of: dict[str, Action] = field(default_factory=dict)
+    fr_events: list[Event] = field(default_factory=list)
+    window: JobWindow | None = None
+    launch_start: float | None = None  # the job's start as a launcher or the scheduler recorded it
+    series: dict[int, list[float]] = field(default_factory=dict)  # each rank's own work per step
+    training: TrainingSeen = field(default_factory=lambda: TrainingSeen(False, None))
+    events: list[Event] = field(default_factory=list)  # the aligned timeline (network localisation reads it)
+    ib: dict[str, HostIB] = field(default_factory=dict)  # InfiniBand port state per host
+    inputs: dict[str, Any] = field(default_factory=dict)  # what the bundle held (for the verdict)
+    context: list[Event] = field(default_factory=list)  # host evidence outside the job window, or benign
+
+
+def fr_culprits(fr: FRAnalysis | None) -> list[FRCulprit]:
+    return list(fr.culprits) if fr is not None else []

@@ -1,0 +1,112 @@
+"""Readings applied to the winning hypothesis: what the first failure means beyond its own line.
+
+* before training, an exception or a scheduler-enforced memory limit is a set-up failure
+  (:func:`apply_before_training`, ``reason.configuration``);
+* a receiver's size check names the sender (:func:`apply_witness`), DETAIL's group ranks map to
+  global ones (:func:`apply_group_mismatch`), the flight recorder's first divergent entry names
+  the rank that called something else (:func:`apply_fr_mismatch`), see ``reason.causality``.
+"""
+
+from __future__ import annotations
+
+from firstfault.reason.causality import RING_RECV, group_mismatch, ring_sender
+from firstfault.reason.configuration import CommonFailure, before_training, pretraining_category, template_key
+from firstfault.reason.correlate import Candidate, Correlation
+from firstfault.reason.hypothesis import DEFAULT_ACTION
+from firstfault.reason.inputs import ReasoningInput, fr_culprits
+from firstfault.vocab import Category, FRKind, Hypothesis, Layer
+
+DETAIL_MISMATCH = "torch.collective_mismatch_detail"
+
+
+def world_size(corr: Correlation, ev: ReasoningInput) -> int | None:
+    if ev.topology.world_size:
+        return ev.topology.world_size
+    return max(corr.ranks) + 1 if corr.ranks else None
+
+
+def common_applies(win: Candidate, common: CommonFailure) -> bool:
+    """The winner is one copy of the shared failure, or an exit that the shared failure explains."""
+    if win.kind == "exit":
+        return True
+    if win.event is None:
+        return False
+    return template_key(win.event) == template_key(common.event) or (
+        win.rank is None and win.event.layer in (Layer.APPLICATION, Layer.FRAMEWORK)
+    )
+
+
+def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -> None:
+    """A failure before any rank made a step is the set-up's: ``configuration`` (see reason.configuration)."""
+    root = hyp.root_event
+    ts = root.ts if root is not None else win.ts
+    exact = root is None or root.ts_quality in ("exact", "coarse")
+    if ts is not None and root is not None and root.ts_quality == "coarse":
+        ts += 1.0  # known to the second: it may be anywhere in that second
+    end = ev.window.end if ev.window else None
+    if not before_training(ts, ev.training, ev.launch_start, exact, end):
+        return
+    cat = pretraining_category(hyp.category, root)
+    hyp.reasons.append("it happened before training started: no rank had made a step yet")
+    if cat is None or cat == hyp.category:
+        return
+    old = hyp.category
+    hyp.category = cat
+    hyp.action = DEFAULT_ACTION[cat]
+    hyp.summary = hyp.summary.replace(old.value.replace("_", " "), cat.value.replace("_", " "), 1)
+    hyp.reasons.append(f"a failure of the set-up ({old.value} before the first step): fix the configuration")
+
+
+def apply_witness(hyp: Hypothesis, corr: Correlation, world: int | None) -> None:
+    """A receiver that aborted on a buffer too large for it is a witness; the sender is the culprit."""
+    root = hyp.root_event
+    if root is None or root.fields.get("witness") != RING_RECV or root.rank is None or not world or world < 2:
+        return
+    sender = ring_sender(root.rank, world)
+    hyp.culprit.ranks = [sender] + [r for r in hyp.culprit.ranks if r != sender]
+    hyp.culprit.hosts = [h for h in [host_of(sender, corr)] if h]
+    hyp.summary = (
+        f"collective mismatch on rank {sender}: rank {root.rank} received a larger buffer than it posted "
+        f"({root.fields.get('got', '?')} vs {root.fields.get('expected', '?')} bytes) from rank {sender}"
+    )
+    hyp.reasons.append(
+        f"rank {root.rank} is a witness: gloo aborts the rank that receives the odd buffer, and in gloo's ring "
+        f"all-reduce rank r receives from rank (r + 1) % {world} (gloo/allreduce.cc ring(): recvRank): rank {sender} sent it"
+    )
+
+
+def apply_group_mismatch(hyp: Hypothesis, corr: Correlation) -> None:
+    """DETAIL's mismatch report names group ranks: map them to global ranks, name the odd one out."""
+    root = hyp.root_event
+    if root is None or root.signature != DETAIL_MISMATCH:
+        return
+    reports = [e for v in corr.ranks.values() for e in v.events if e.signature == DETAIL_MISMATCH]
+    gm = group_mismatch(reports or [root])
+    if gm is None:
+        return
+    hyp.culprit.ranks = gm.culprits
+    hyp.culprit.hosts = [h for h in [host_of(gm.culprits[0], corr)] if h]
+    hyp.summary = f"collective mismatch on rank {gm.culprits[0]}: {gm.fingerprints.get(gm.culprits[0], '')}"
+    hyp.reasons.append(gm.reason)
+
+
+def host_of(rank: int, corr: Correlation) -> str | None:
+    v = corr.ranks.get(rank)
+    return sorted(v.hosts)[0] if v is not None and v.hosts else None
+
+
+def apply_fr_mismatch(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -> None:
+    """In a desync the rank that *detects* the size mismatch is a witness; the flight
+    recorder's first divergent entry names the rank that called something else."""
+    if hyp.category != Category.COLLECTIVE_MISMATCH:
+        return
+    mism = [c for c in fr_culprits(ev.fr) if c.kind == FRKind.MISMATCHED]
+    if not mism:
+        return
+    ranks = [mism[0].rank] + [c.rank for c in mism[1:] if c.score >= 0.5]
+    if ranks and hyp.culprit.ranks[:1] != ranks[:1]:
+        if win.rank is not None:
+            hyp.reasons.append(f"rank {win.rank} detected the mismatch; it is a witness, not the culprit")
+        hyp.culprit.ranks = ranks
+        hyp.summary = f"collective mismatch on rank {ranks[0]}: {mism[0].reason}"
+    hyp.reasons.append(f"flight recorder: {mism[0].reason}")
