@@ -48,7 +48,7 @@ def kind_bundles(sim_root: Path) -> dict[str, Path]:
     """One real torchrun bundle per fault kind, simulated two at a time (2 cores)."""
     if not _torch_available():
         pytest.skip("torch is not installed (pip install firstfault[torch])")
-    from firstfault.simulate.torch_sim import simulate_torch
+    from firstfault_sim.torch_sim import simulate_torch
 
     def one(case: tuple[str, int, int]) -> tuple[str, Path]:
         kind, rank, step = case
@@ -63,7 +63,7 @@ def make_bundle(sim_root: Path) -> Callable[..., Path]:
     """Simulate one extra bundle on demand (cached by its arguments)."""
     if not _torch_available():
         pytest.skip("torch is not installed")
-    from firstfault.simulate.torch_sim import simulate_torch
+    from firstfault_sim.torch_sim import simulate_torch
 
     cache: dict[tuple[object, ...], Path] = {}
 

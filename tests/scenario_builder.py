@@ -1,7 +1,7 @@
 """Acceptance scenarios for host evidence: a real bundle plus real-wording host logs on the culprit's host.
 
 Each scenario starts from a bundle real software wrote (a torchrun job from
-``firstfault.simulate.torch_sim.simulate_torch`` or a captured real-SLURM job under
+``firstfault_sim.torch_sim.simulate_torch`` or a captured real-SLURM job under
 ``tests/fixtures/slurm/``), places its ranks on two hosts with a ``topology.json``
 (``gpu-a``: ranks 0, 1; ``gpu-b``: ranks 2, 3; two GPUs each), and adds the host evidence a real
 fault of that kind leaves: kernel-log lines copied verbatim from public logs
@@ -746,7 +746,7 @@ def describe_verdict(v: Any) -> str:
 
 def simulate_bases(root: Path) -> dict[str, Path]:
     """The three torch bundles, simulated one after the other (2 shared cores)."""
-    from firstfault.simulate.torch_sim import simulate_torch
+    from firstfault_sim.torch_sim import simulate_torch
 
     return {k: simulate_torch(root / k, **kw) for k, kw in BASES.items()}
 

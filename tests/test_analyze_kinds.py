@@ -54,8 +54,8 @@ def test_two_faults_names_both(kind_bundles: dict[str, Path]) -> None:
 
 def test_hang_beats_torchrun_root_cause(kind_bundles: dict[str, Path]) -> None:
     """torchrun's "Root Cause (first observed failure)" names a victim in a hang."""
-    from firstfault.bench.accuracy import evaluate_case
     from firstfault.match.registry import load_registry
+    from firstfault_bench.accuracy import evaluate_case
 
     r = evaluate_case(kind_bundles["hang"], load_registry())
     assert r.ff_ok

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from firstfault.flightrec.analyze import analyze_fr
-from firstfault.flightrec.bench import DEFAULT_NVRX, bench_fr, make_synthetic, run_firstfault, run_fr_trace
 from firstfault.flightrec.load import load_dumps
+from firstfault_bench.fr import DEFAULT_NVRX, bench_fr, make_synthetic, run_firstfault, run_fr_trace
 
 FIX = Path(__file__).parent / "fixtures" / "fr"
 needs_nvrx = pytest.mark.skipif(not (DEFAULT_NVRX / "lock_gil_2nd").is_dir(), reason="nvrx traces absent")

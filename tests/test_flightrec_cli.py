@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from firstfault.flightrec import cli as fr_cli
+from firstfault.cli import fr as fr_cli
 
 FIX = Path(__file__).parent / "fixtures" / "fr"
 runner = CliRunner()

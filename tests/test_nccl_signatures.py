@@ -13,9 +13,9 @@ import pytest
 from firstfault.discover import discover
 from firstfault.match.registry import Registry, load_file, load_registry
 from firstfault.parse import ibstat
+from firstfault.parse.run import parse_bundle
 from firstfault.parse.topology import learn_from_nccl
 from firstfault.reason.network import localize_link_faults
-from firstfault.parse.run import parse_bundle
 from firstfault.vocab import Category, Event, Layer, Role
 from firstfault.vocab.topology import Topology, normalize_ip, short_host
 

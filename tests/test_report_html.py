@@ -2,7 +2,7 @@
 
 The verdicts here are built with the real ``records`` types: a 4-rank job on two hosts where
 rank 1 raises in the model code (its peers time out, torchrun tears down), and the synthetic
-16,384-rank Xid 79 job from ``firstfault.report.bench_html``. Log wording is that of the real
+16,384-rank Xid 79 job from ``firstfault_bench.html``. Log wording is that of the real
 software (PyTorch ProcessGroupNCCL and elastic agent, SLURM); see the comments at each line.
 
 Browser tests are marked ``browser`` and skip only when chromium or Playwright is missing.
@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from firstfault.report import bench_html
 from firstfault.report.html import MAX_SAMPLES, build_model, render_html, write_html
 from firstfault.vocab import (
     Action,
@@ -34,6 +33,7 @@ from firstfault.vocab import (
     Role,
     Verdict,
 )
+from firstfault_bench import html as bench_html
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / ".artifacts"
 T0 = 1741087207.412
@@ -407,7 +407,9 @@ def test_write_html_is_atomic(tmp_path: Path, four: dict[str, Any]) -> None:
 
 
 def test_vendored_library_has_its_license() -> None:
-    static = Path(bench_html.__file__).parent / "static"
+    import firstfault.report.html as report_html
+
+    static = Path(report_html.__file__).parent / "static"
     assert (static / "ECHARTS-LICENSE").read_text().startswith("\n") or "Apache License" in (
         static / "ECHARTS-LICENSE"
     ).read_text()

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from firstfault.bench.scale import plan, run_one
 from firstfault.match.registry import load_registry
 from firstfault.parse.slurm import Facts
 from firstfault.reason.transients import demote_recovered
 from firstfault.vocab import Category, Event, Layer, Role
+from firstfault_bench.scale import plan, run_one
 
 SMALL = (8, 16, 32, 64, 128, 256, 512)
 

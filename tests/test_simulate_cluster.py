@@ -15,11 +15,11 @@ import pytest
 
 from firstfault.match.registry import load_registry
 from firstfault.parse.kernel import parse_line
-from firstfault.simulate.cluster import FAULT_KINDS, Layout, SimConfig, parse_fault, simulate_cluster
-from firstfault.simulate.cluster.layout import ProcessGroups
-from firstfault.simulate.cluster.schedule import Schedule, Stop, propagate
-from firstfault.simulate.cluster.templates import SOURCES
 from firstfault.vocab.identity import strip_prefixes
+from firstfault_sim.cluster import FAULT_KINDS, Layout, SimConfig, parse_fault, simulate_cluster
+from firstfault_sim.cluster.layout import ProcessGroups
+from firstfault_sim.cluster.schedule import Schedule, Stop, propagate
+from firstfault_sim.cluster.templates import SOURCES
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REAL_TORCHRUN = FIXTURES / "slurm" / "torch_exception_torchrun"
@@ -122,7 +122,7 @@ def test_hang_writes_flight_recorder_dumps_that_load(tmp_path: Path) -> None:
 
 
 def test_timeouts_fire_exactly_on_ranks_alive_at_their_deadline() -> None:
-    from firstfault.simulate.cluster.scenario import simulate
+    from firstfault_sim.cluster.scenario import simulate
 
     cfg = SimConfig(hosts=4, gpus_per_host=8, layout=Layout(tp=4, pp=2), nccl_timeout_s=60.0, steps=40, seed=3,
                     faults=(parse_fault("dataloader_hang"),), kill_on_bad_exit=False)
@@ -351,7 +351,7 @@ def test_every_template_names_its_source() -> None:
 
 
 def test_scale_bench_scores_and_draws(tmp_path: Path) -> None:
-    from firstfault.bench.scale import _FONT, Canvas, plan, render_accuracy, run_one, score
+    from firstfault_bench.scale import _FONT, Canvas, plan, render_accuracy, run_one, score
 
     assert all(len(g) == 35 for g in _FONT.values())
     scen = plan(19, seed=3, sizes=[8, 16])
@@ -372,12 +372,12 @@ def test_scale_bench_scores_and_draws(tmp_path: Path) -> None:
 def test_cli_writes_a_bundle(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from firstfault.simulate.cluster_cli import app
+    from firstfault.cli.simulate import app
 
-    res = CliRunner().invoke(app, ["--out", str(tmp_path / "b"), "--hosts", "2", "--gpus-per-host", "4",
+    res = CliRunner().invoke(app, ["cluster", "--out", str(tmp_path / "b"), "--hosts", "2", "--gpus-per-host", "4",
                                    "--fault", "xid79@30:rank=5", "--steps", "40", "--nccl-timeout", "60"])
     assert res.exit_code == 0, res.output
     truth = json.loads((tmp_path / "b" / "truth.json").read_text())
     assert truth["culprit_ranks"] == [5] and truth["culprit_gpus"] == ["0000:18:00.0"]
-    bad = CliRunner().invoke(app, ["--out", str(tmp_path / "c"), "--fault", "nosuch"])
+    bad = CliRunner().invoke(app, ["cluster", "--out", str(tmp_path / "c"), "--fault", "nosuch"])
     assert bad.exit_code != 0

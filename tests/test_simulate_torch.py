@@ -18,9 +18,9 @@ import pytest
 
 pytest.importorskip("torch")
 
-from firstfault.simulate import faults
-from firstfault.simulate.faults import FAULT_KINDS, KINDS, FaultPlan
-from firstfault.simulate.torch_sim import (
+from firstfault_sim import faults
+from firstfault_sim.faults import FAULT_KINDS, KINDS, FaultPlan
+from firstfault_sim.torch_sim import (
     FR_PREFIX_NAME,
     TRUTH_SCHEMA,
     build_command,
@@ -81,7 +81,7 @@ def test_build_command_uses_real_torchrun_flags(tmp_path: Path) -> None:
     joined = " ".join(cmd)
     for flag in ("--nnodes 1", "--nproc-per-node 4", "--rdzv-backend c10d",
                  "--rdzv-endpoint 127.0.0.1:29999", "--max-restarts 1", "--tee 3",
-                 f"--log-dir {tmp_path / 'logs'}", "-m firstfault.simulate.workload",
+                 f"--log-dir {tmp_path / 'logs'}", "-m firstfault_sim.workload",
                  "--fault hang", "--fault-rank 2", "--pg-timeout 3"):
         assert flag in joined
 

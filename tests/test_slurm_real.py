@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from firstfault.simulate.slurm import APT_PACKAGES, SCENARIO_NAMES, missing_binaries
+from firstfault_sim.slurm import APT_PACKAGES, SCENARIO_NAMES, missing_binaries
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -41,7 +41,7 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
-    from firstfault.simulate.slurm import simulate_slurm
+    from firstfault_sim.slurm import simulate_slurm
 
     out = tmp_path_factory.mktemp("slurm")
     made = simulate_slurm(out, SCENARIO_NAMES, fault="exception", rank=1, step=5)

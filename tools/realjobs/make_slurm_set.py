@@ -3,7 +3,7 @@
     python tools/realjobs/make_slurm_set.py OUT [--only CASE ...]
 
 A real SLURM (Debian's slurmctld/slurmd/munge, two nodes on this host, started by
-``firstfault.simulate.slurm.SlurmCluster``) runs ``train.py`` through ``srun -l`` (or torchrun
+``firstfault_sim.slurm.SlurmCluster``) runs ``train.py`` through ``srun -l`` (or torchrun
 under srun) with a fault; the bundle is what the job left: ``slurm-<id>.out``, ``scontrol show
 job``, ``sacct``, the job's slurmctld/slurmd lines, and ``truth.json`` labelled from the
 injection. Memory limits are enforced (``jobacct_gather/linux`` with ``OverMemoryKill``).
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from firstfault.simulate.slurm import JobRecord, SlurmCluster, _free_ports, task_env
+from firstfault_sim.slurm import JobRecord, SlurmCluster, _free_ports, task_env
 
 HERE = Path(__file__).resolve().parent
 # name, fault, rank, step, category, culprit ranks, culprit hosts, action, options

@@ -28,18 +28,17 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from rich.console import Console
 from rich.table import Table
 
 from firstfault.flightrec.load import discover_dump_files
 from firstfault.flightrec.unpickler import restricted_load_file
 
-__all__ = ["CaseResult", "ScaleResult", "bench_fr", "bench_fr_command", "make_synthetic"]
+__all__ = ["CaseResult", "ScaleResult", "bench_fr", "make_synthetic"]
 
-DEFAULT_NVRX = Path(__file__).resolve().parents[2].parent / "shared" / "peer-data" / "nvrx-fr-traces"
+DEFAULT_NVRX = Path(__file__).resolve().parents[1].parent / "shared" / "peer-data" / "nvrx-fr-traces"
 DEFAULT_SAMPLES = Path("/tmp/ff_samples")
 _FR_TRACE = "torch.distributed.flight_recorder.fr_trace"
 _MISSING_RE = re.compile(r"missing ranks: \{([\d,\s]*)\}")
@@ -120,7 +119,7 @@ def _prefix_of(directory: str) -> str | None:
 
 def run_firstfault(directory: str, *, world_size: int | None = None, timeout: float = 3600) -> ToolRun:
     """``firstfault fr DIR --json`` in a subprocess; culprits in rank order."""
-    cmd = [sys.executable, "-m", "firstfault.flightrec.cli", directory, "--json"]
+    cmd = [sys.executable, "-m", "firstfault.cli.fr", directory, "--json"]
     if world_size:
         cmd += ["--world-size", str(world_size)]
     dt, rc, rss, text = _run(cmd, timeout)
@@ -489,22 +488,5 @@ def bench_fr(
     }
 
 
-def bench_fr_command(
-    cases: Annotated[
-        list[str] | None, typer.Argument(help="Case dirs (default: /tmp/ff_samples/* and nvrx cases).")
-    ] = None,
-    synthetic: Annotated[
-        str, typer.Option("--synthetic", help="Comma-separated synthetic rank counts; '' to skip.")
-    ] = "4096,16384",
-    fr_timeout: Annotated[float, typer.Option("--fr-timeout", help="Seconds before a tool run is killed.")] = 1800,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the figures to this JSON file.")] = None,
-) -> None:
-    """Compare firstfault's FR analysis with torch's fr_trace (accuracy, time, memory)."""
-    sizes = [int(x) for x in synthetic.split(",") if x.strip()] if synthetic else []
-    res = bench_fr(cases, synthetic=sizes, fr_timeout=fr_timeout)
-    if json_out is not None:
-        json_out.write_text(json.dumps(res, indent=2))
 
 
-if __name__ == "__main__":  # pragma: no cover
-    typer.run(bench_fr_command)

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from firstfault.simulate.cluster.emit import write_bundle
-from firstfault.simulate.cluster.faults import FAULT_KINDS, KINDS, FaultSpec, parse_fault
-from firstfault.simulate.cluster.layout import Layout
-from firstfault.simulate.cluster.scenario import SimConfig, simulate
+from firstfault_sim.cluster.emit import write_bundle
+from firstfault_sim.cluster.faults import FAULT_KINDS, KINDS, FaultSpec, parse_fault
+from firstfault_sim.cluster.layout import Layout
+from firstfault_sim.cluster.scenario import SimConfig, simulate
 
 __all__ = ["FAULT_KINDS", "KINDS", "FaultSpec", "Layout", "SimConfig", "parse_fault", "simulate_cluster"]
 

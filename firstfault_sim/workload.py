@@ -13,11 +13,11 @@ It is a small but structurally realistic data/tensor-parallel training loop:
   buffer when this rank sees a collective error or when any rank asked for a
   dump through the TCPStore (mirroring NCCL's dump-on-timeout propagation).
 
-Faults from :mod:`firstfault.simulate.faults` are injected at natural places so
+Faults from :mod:`firstfault_sim.faults` are injected at natural places so
 that the resulting errors are the genuine output of torch / gloo / CPython /
 torchrun. Only the progress lines and the trainer's own checks are ours.
 
-Run it with ``torchrun ... -m firstfault.simulate.workload --fault hang ...``.
+Run it with ``torchrun ... -m firstfault_sim.workload --fault hang ...``.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from firstfault.simulate import faults
-from firstfault.simulate.faults import FaultPlan
+from firstfault_sim import faults
+from firstfault_sim.faults import FaultPlan
 
 #: Simulated accelerator time per step (seconds); keeps a healthy step at ~50-100 ms
 #: without four ranks fighting over two CPU cores.

@@ -20,9 +20,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from firstfault.vocab import (
     Action,
@@ -348,42 +346,9 @@ BUDGET_BYTES = 10 * 1024 * 1024
 BUDGET_OPEN_MS = 3000
 
 
-def bench_html_command(
-    ranks: Annotated[int, typer.Option(help="World size of the synthetic failed job")] = 16384,
-    gpus_per_host: Annotated[int, typer.Option(help="Ranks (GPUs) per host")] = 8,
-    out: Annotated[Path | None, typer.Option(help="Keep the report at this path")] = None,
-    runs: Annotated[int, typer.Option(help="Times to open it; the best is reported")] = 3,
-    browser: Annotated[bool, typer.Option(help="Open it in headless chromium")] = True,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON")] = False,
-) -> None:
-    """Size and browser opening time of the HTML report for a synthetic N-rank failure.
-
-    Exits 1 when the report is over budget (10 MiB, or 3 s to open at 16,384 ranks or fewer).
-    """
-    res = bench_html(ranks, gpus_per_host, out=out, browser=browser, runs=runs)
-    over = res["bytes"] > BUDGET_BYTES or (
-        ranks <= 16384 and res.get("open_ready_ms") is not None and res["open_ready_ms"] > BUDGET_OPEN_MS
-    )
-    if json_out:
-        res.pop("open_runs", None)
-        print(json.dumps(res, indent=2))
-    else:
-        opened = res.get("open_ready_ms")
-        print(f"ranks    {res['ranks']:,} on {res['hosts']:,} hosts, {res['chain_events']:,} chain events")
-        print(f"render   {res['render_s']:.2f} s (verdict built in {res['verdict_build_s']:.2f} s)")
-        print(f"size     {res['bytes'] / 2**20:.2f} MiB (budget {BUDGET_BYTES / 2**20:.0f} MiB)")
-        if opened is None:
-            print("open     not measured (needs /usr/bin/chromium and pip install playwright)")
-        else:
-            print(
-                f"open     {opened} ms until every view is drawn (best of {runs}; budget {BUDGET_OPEN_MS} ms)"
-            )
-        print(f"report   {res['path']}")
-    if over:
-        raise typer.Exit(1)
 
 
-if __name__ == "__main__":  # python -m firstfault.report.bench_html [RANKS]
+if __name__ == "__main__":  # python -m firstfault_bench.html [RANKS]
     import sys
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 16384

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from firstfault.simulate.cluster.layout import ProcessGroups
+from firstfault_sim.cluster.layout import ProcessGroups
 
 # torch's OpType names (c10d opTypeToString) and the FR profiling names of the same ops
 OP_FR = {

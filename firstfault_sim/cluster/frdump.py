@@ -17,11 +17,11 @@ import pickle
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from firstfault.simulate.cluster import templates as T
-from firstfault.simulate.cluster.schedule import OP_FR
+from firstfault_sim.cluster import templates as T
+from firstfault_sim.cluster.schedule import OP_FR
 
 if TYPE_CHECKING:
-    from firstfault.simulate.cluster.scenario import Outcome
+    from firstfault_sim.cluster.scenario import Outcome
 
 FR_VERSION = "2.9"  # what torch 2.7/2.8 + NCCL 2.27 wrote (the nvrx dumps); 2.10 renamed nccl_version
 

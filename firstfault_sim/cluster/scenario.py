@@ -22,12 +22,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from firstfault.simulate.cluster import templates as T
-from firstfault.simulate.cluster.clock import Clock, host_offsets
-from firstfault.simulate.cluster.faults import KINDS, FaultSpec
-from firstfault.simulate.cluster.layout import Layout, ProcessGroups
-from firstfault.simulate.cluster.schedule import Blocked, Op, Schedule, Stop, propagate
-from firstfault.simulate.cluster.topology import Cluster, ClusterShape
+from firstfault_sim.cluster import templates as T
+from firstfault_sim.cluster.clock import Clock, host_offsets
+from firstfault_sim.cluster.faults import KINDS, FaultSpec
+from firstfault_sim.cluster.layout import Layout, ProcessGroups
+from firstfault_sim.cluster.schedule import Blocked, Op, Schedule, Stop, propagate
+from firstfault_sim.cluster.topology import Cluster, ClusterShape
 
 DAY0 = 1796198400.0  # 2026-12-02T00:00:00Z, the date of the real captures this mimics
 CUDA_ERRORS = {

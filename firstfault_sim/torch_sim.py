@@ -1,6 +1,6 @@
 """Orchestrator for ``firstfault simulate torch``.
 
-Runs :mod:`firstfault.simulate.workload` under the real ``torchrun`` with a fault
+Runs :mod:`firstfault_sim.workload` under the real ``torchrun`` with a fault
 injected, bounded in wall time, and lays the outputs out as a firstfault *bundle*::
 
     <out>/truth.json     ground truth (schema firstfault.truth/v1)
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from firstfault.simulate.faults import FAULT_KINDS, KINDS, FaultPlan
+from firstfault_sim.faults import FAULT_KINDS, KINDS, FaultPlan
 
 __all__ = ["FAULT_KINDS", "TRUTH_SCHEMA", "build_command", "simulate_torch"]
 
@@ -40,7 +40,7 @@ FR_BUFFER_SIZE = 64
 FR_PREFIX_NAME = "fr_trace_rank_"
 #: Env var telling the workload where the agent-hosted store for FR dump requests is.
 FR_STORE_ENV = "FIRSTFAULT_FR_STORE"
-_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+_PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _free_port() -> int:
@@ -89,7 +89,7 @@ def build_command(
         "--tee", "3",
     ]
     cmd += [
-        "-m", "firstfault.simulate.workload",
+        "-m", "firstfault_sim.workload",
         "--fault", plan.kind,
         "--fault-rank", str(plan.rank),
         "--fault-step", str(plan.step),

@@ -32,11 +32,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-
-from firstfault.simulate.cluster.faults import FAULT_KINDS, KINDS, FaultSpec
+from firstfault_sim.cluster.faults import FAULT_KINDS, KINDS, FaultSpec
 
 SIZE_BUCKETS = ((8, 64), (128, 512), (1024, 2048), (4096, 8192), (16384, 16384))
 
@@ -130,7 +128,7 @@ def plan(count: int = 200, seed: int = 0, sizes: Sequence[int] = DEFAULT_SIZES,
 
 
 def _config(s: Scenario) -> Any:
-    from firstfault.simulate.cluster import Layout, SimConfig
+    from firstfault_sim.cluster import Layout, SimConfig
 
     rng = random.Random(s.seed)
     first_at = s.steps * 2.0 * rng.uniform(0.3, 0.6)
@@ -209,7 +207,7 @@ def score(truth: dict[str, Any], verdict: dict[str, Any]) -> dict[str, Any]:
 def run_one(s: Scenario, workdir: str, keep: bool = False) -> Result:
     """Simulate, analyse, score, delete (worker-process entry point)."""
     from firstfault.pipeline import analyze
-    from firstfault.simulate.cluster import simulate_cluster
+    from firstfault_sim.cluster import simulate_cluster
 
     bundle = Path(workdir) / s.name
     res = Result(s.name, s.kinds[0], s.world, KINDS[s.kinds[0]].culprit, [], [], [], [], "", "")
@@ -447,9 +445,9 @@ def grep_bundle(files: list[str], pattern: str) -> tuple[float, float]:
 
 
 def measure(bundle: Path, truth: dict[str, Any], limit_s: float = 0.0) -> dict[str, Any]:
-    from firstfault.bench.speed import _grep_pattern
     from firstfault.discover import discover
     from firstfault.parse.run import TEXT_KINDS
+    from firstfault_bench.speed import _grep_pattern
 
     b = discover(bundle)
     try:
@@ -476,7 +474,7 @@ def run_speed(out: Path, sizes: Sequence[int] = (1024, 4096, 16384), long_steps:
               steps: int = 60, kind: str = "dataloader_hang", seed: int = 0, workdir: Path | None = None,
               keep: bool = False, limit_s: float = 0.0) -> list[SpeedRow]:
     """One bundle per size (``steps`` steps), then the largest size with ``long_steps``."""
-    from firstfault.simulate.cluster import Layout, SimConfig, simulate_cluster
+    from firstfault_sim.cluster import Layout, SimConfig, simulate_cluster
 
     out.mkdir(parents=True, exist_ok=True)
     work = workdir or Path(tempfile.mkdtemp(prefix="ff-speed-", dir=os.environ.get("TMPDIR", "/tmp")))
@@ -741,46 +739,5 @@ def _accuracy_png(results: list[Result], path: Path) -> None:
 
 
 # ============================================================================ CLI (mounted by the lead)
-def bench_scale_accuracy_command(
-    out: Annotated[Path, typer.Argument(help="Directory for scale_accuracy.{md,json,png}")],
-    count: Annotated[int, typer.Option("--count", help="Scenarios (every fault kind, sizes 8..16,384)")] = 200,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the scenario plan")] = 0,
-    jobs: Annotated[int, typer.Option("--jobs", help="Scenarios below 4,096 ranks run this many at once")] = 2,
-    sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated job sizes (ranks)")] =
-        "8,16,32,64,128,256,512,1024,2048,4096,16384",
-    kinds: Annotated[str, typer.Option("--kinds", help="Comma-separated fault kinds (default: all)")] = "",
-    keep: Annotated[bool, typer.Option("--keep", help="Keep the bundles (disk!) under --workdir")] = False,
-    workdir: Annotated[Path | None, typer.Option("--workdir", help="Where bundles are written")] = None,
-) -> None:
-    """Accuracy over simulated cluster jobs: culprit top-1 by kind x size, category, action, confusion."""
-    ks = [k.strip() for k in kinds.split(",") if k.strip()] or list(FAULT_KINDS)
-    bad = [k for k in ks if k not in KINDS]
-    if bad:
-        raise typer.BadParameter(f"unknown kind(s) {bad}; choose from {', '.join(FAULT_KINDS)}")
-    results = run_accuracy(out, count, seed, jobs, [int(x) for x in sizes.split(",") if x.strip()], ks, keep, workdir)
-    typer.echo((out / "scale_accuracy.md").read_text())
-    typer.echo(f"{sum(r.culprit_ok for r in results)}/{len(results)} culprits right; tables in {out}")
-
-
-def bench_scale_speed_command(
-    out: Annotated[Path, typer.Argument(help="Directory for scale_speed.{md,json,png}")],
-    sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated job sizes (ranks)")] = "1024,4096,16384",
-    steps: Annotated[int, typer.Option("--steps", help="Training steps of the per-size bundles")] = 60,
-    long_steps: Annotated[str, typer.Option("--long-steps", help="Longer runs of the largest size (GB-scale bundles)")]
-        = "300,1000",
-    kind: Annotated[str, typer.Option("--kind", help="Fault kind of the timed bundles")] = "dataloader_hang",
-    keep: Annotated[bool, typer.Option("--keep", help="Keep the bundles")] = False,
-    workdir: Annotated[Path | None, typer.Option("--workdir", help="Where bundles are written")] = None,
-    limit: Annotated[float, typer.Option("--limit", help="Kill an analysis after this many seconds (0: never)")] = 0.0,
-) -> None:
-    """Throughput against grep -E, time to verdict and peak memory at 1,024 / 4,096 / 16,384 ranks
-    and GB-scale bundles."""
-    if kind not in KINDS:
-        raise typer.BadParameter(f"choose from {', '.join(FAULT_KINDS)}")
-    rows = run_speed(out, [int(x) for x in sizes.split(",") if x.strip()],
-                     [int(x) for x in long_steps.split(",") if x.strip()], steps, kind, workdir=workdir, keep=keep,
-                     limit_s=limit)
-    typer.echo(render_speed(rows))
-
 
 

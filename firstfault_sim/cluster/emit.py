@@ -26,10 +26,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from firstfault.simulate.cluster import templates as T
-from firstfault.simulate.cluster.faults import KINDS
-from firstfault.simulate.cluster.frdump import dump_bytes
-from firstfault.simulate.cluster.scenario import Outcome
+from firstfault_sim.cluster import templates as T
+from firstfault_sim.cluster.faults import KINDS
+from firstfault_sim.cluster.frdump import dump_bytes
+from firstfault_sim.cluster.scenario import Outcome
 
 
 def _pool(rng_seed: int, n: int, mean: float, rel: float) -> list[str]:
@@ -297,7 +297,7 @@ class Writer:
             + f"/torchrun --nnodes $SLURM_NNODES --nproc-per-node {cfg.gpus_per_host} \\\n"
             "  --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500 --rdzv-id ff-$SLURM_JOB_ID \\\n"
             f"  --max-restarts 0 --log-dir /shared/job$SLURM_JOB_ID/host-$SLURMD_NODENAME/logs --tee {self.tee} "
-            f"-m firstfault.simulate.workload --backend nccl --steps {cfg.steps} --pg-timeout {cfg.nccl_timeout_s:g} "
+            f"-m firstfault_sim.workload --backend nccl --steps {cfg.steps} --pg-timeout {cfg.nccl_timeout_s:g} "
             f"--tp {lay.tp} --pp {lay.pp} --cp {lay.cp} --ep {lay.ep}'\n"
         )
 
@@ -338,7 +338,7 @@ def truth_of(o: Outcome) -> dict[str, Any]:
     lay = o.groups.layout
     return {
         "schema": "firstfault.truth/v1",
-        "generator": "firstfault.simulate.cluster",
+        "generator": "firstfault_sim.cluster",
         "fault": root.kind if root else "none",
         "faults": [
             {"kind": f.kind, "time": round(f.t, 6), "offset_s": round(f.t - o.t_train, 3), "step": f.step,

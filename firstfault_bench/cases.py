@@ -51,7 +51,7 @@ def plan(count: int, seed: int = 0, nproc: int = 4) -> list[CaseSpec]:
 
 
 def generate(out: Path, count: int = 25, seed: int = 0, jobs: int = 2, timeout: float = 8.0) -> list[Path]:
-    from firstfault.simulate.torch_sim import simulate_torch
+    from firstfault_sim.torch_sim import simulate_torch
 
     out.mkdir(parents=True, exist_ok=True)
 

@@ -16,7 +16,7 @@ The torch "profile" is a torch 2.7/2.8 + NCCL 2.27.5 job on H100 hosts:
   E709/E129/E512 examples below);
 * torchrun (torchelastic agent) lines are ``W1202 HH:MM:SS.uuuuuu PID torch/distributed/...py:LINE] ``
   + message (python logging with torch's formatter);
-* the trainer is firstfault's workload (``firstfault/simulate/workload.py``): its progress lines,
+* the trainer is firstfault's workload (``firstfault_sim/workload.py``): its progress lines,
   exceptions and Python frames are copied from real runs of it.
 """
 
@@ -51,29 +51,29 @@ W_START = _t(
     "workload.start",
     "{ts} INFO [rank{rank}] start world_size={world} rank={rank} local_rank={lr} hostname={host} pid={pid} "
     "attempt=0 backend=nccl pg_timeout_s={timeout:g} tp_group={tp} dp_group={dp} steps={steps}",
-    "firstfault/simulate/workload.py main(): log.info('start world_size=%d rank=%d ...') with the "
+    "firstfault_sim/workload.py main(): log.info('start world_size=%d rank=%d ...') with the "
     "'%(asctime)s %(levelname)s [rank{rank}] %(message)s' formatter; real line: /tmp/ff_samples/hang stdout.log",
 )
 W_STEP = _t(
     "workload.step",
     "%s INFO [rank%d] step %d loss %s step_time_ms %s data_ms %s compute_ms %s comm_ms %s",
-    "firstfault/simulate/workload.py _train(): log.info('step %d loss %.4f step_time_ms %.1f data_ms %.1f "
+    "firstfault_sim/workload.py _train(): log.info('step %d loss %.4f step_time_ms %.1f data_ms %.1f "
     "compute_ms %.1f comm_ms %.1f'); real lines: any /tmp/ff_samples/*/logs/*/stdout.log",
 )
 W_DONE = _t(
     "workload.done",
     "{ts} INFO [rank{rank}] training complete steps={steps}",
-    "firstfault/simulate/workload.py: log.info('training complete steps=%d'); real: /tmp/ff_samples/none",
+    "firstfault_sim/workload.py: log.info('training complete steps=%d'); real: /tmp/ff_samples/none",
 )
 W_EXC_MSG = _t(
     "workload.exception",
     "RuntimeError: expert capacity exceeded: expert {expert} was routed {tokens} tokens but capacity is {cap}",
-    "firstfault/simulate/workload.py _check_capacity(); real: /tmp/ff_samples/exception (rank 1 stderr)",
+    "firstfault_sim/workload.py _check_capacity(); real: /tmp/ff_samples/exception (rank 1 stderr)",
 )
 W_NAN_MSG = _t(
     "workload.nan",
     "FloatingPointError: loss is NaN at step {step}",
-    "firstfault/simulate/workload.py _train(): raise FloatingPointError(f'loss is NaN at step {step}'); "
+    "firstfault_sim/workload.py _train(): raise FloatingPointError(f'loss is NaN at step {step}'); "
     "real: /tmp/ff_samples/nan",
 )
 
@@ -488,7 +488,7 @@ A_CHILD_TB = (
     "    raise ChildFailedError(",
     "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
     "============================================================",
-    "firstfault.simulate.workload FAILED",
+    "firstfault_sim.workload FAILED",
     "------------------------------------------------------------",
     "Failures:",
 )

@@ -6,7 +6,7 @@ process, with every file in a private state directory: no ``/etc/slurm``, no sys
 fixed ports. Each ``slurmd`` runs in its own UTS namespace (``unshare -u``) with the
 node's name as its hostname, so the tasks of ``node02`` really see ``gethostname() ==
 "node02"`` and killing a node is killing every process in that namespace. The torch
-workload (:mod:`firstfault.simulate.workload`) is launched through ``srun -l`` with the
+workload (:mod:`firstfault_sim.workload`) is launched through ``srun -l`` with the
 environment torch's ``env://`` rendezvous needs, so every line in the bundle was printed
 by real SLURM, real torch or the real workload.
 
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from firstfault.simulate.faults import KINDS, FaultPlan
+from firstfault_sim.faults import KINDS, FaultPlan
 
 TRUTH_SCHEMA = "firstfault.truth/v1"
 #: Debian packages that provide everything below (bookworm: slurm-wlm 22.05, munge 0.5.15).
@@ -56,7 +56,7 @@ CLIENTS = ("sbatch", "srun", "scontrol", "sacct", "scancel", "sinfo")
 #: ``sacct --format`` for the bundle; every field works from job-completion data.
 SACCT_FORMAT = "JobID,JobName,Partition,State,ExitCode,NNodes,NodeList,Start,End,Elapsed,UID"
 FR_PREFIX_NAME = "fr_trace_rank_"
-_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+_PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 _JOBID = re.compile(r"^(\d+)")
 _KV = re.compile(r"(\w[\w/:]*)=(\S*)")
 #: Scenario name -> (truth category, truth action, one-line summary).
@@ -201,7 +201,7 @@ class SlurmCluster:
         )
         names = ",".join(n.name for n in self.nodes)
         self.conf.write_text(
-            f"""# written by firstfault.simulate.slurm; private single-host cluster
+            f"""# written by firstfault_sim.slurm; private single-host cluster
 ClusterName=ffsim
 SlurmctldHost={self.control_host}(127.0.0.1)
 SlurmctldPort={self.ctld_port}
@@ -570,7 +570,7 @@ def batch_script(
         opts.append(f"--nodelist={nodelist}")
     header = "\n".join(f"#SBATCH {o}" for o in opts)
     workload = (
-        f"-m firstfault.simulate.workload --fault {fault} --fault-rank {rank} "
+        f"-m firstfault_sim.workload --fault {fault} --fault-rank {rank} "
         f"--fault-step {step} --steps {steps} --pg-timeout {pg_timeout:g} --seed {seed} --backend gloo"
     )
     srun_opts = "-l" + (" --kill-on-bad-exit=1" if kill_on_bad_exit else "")

@@ -1,0 +1,192 @@
+"""``firstfault bench``: accuracy on labelled bundles and the real-world corpus, speed against grep -E,
+the flight recorder against torch's fr_trace, the HTML report at scale, cluster-scale accuracy and speed.
+
+The benchmarks live beside the product in ``firstfault_bench``; this module only gives them a
+command line, importing them when a command runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from firstfault.cli.common import fail
+
+app = typer.Typer(help="Benchmarks: accuracy on labelled bundles, speed against grep -E.", no_args_is_help=True)
+
+
+@app.command("accuracy")
+def bench_accuracy(
+    cases: Annotated[
+        Path | None, typer.Argument(help="Directory of bundles, each with a truth.json")
+    ] = None,
+    corpus: Annotated[
+        Path | None,
+        typer.Option("--corpus", help="A corpus of real logs (log.txt + label.toml per case) instead"),
+    ] = None,
+    markdown: Annotated[
+        Path | None, typer.Option("--markdown", help="Also write the table as Markdown")
+    ] = None,
+) -> None:
+    """Per-case accuracy table against truth.json (next to the naive and torchrun baselines), or on a
+    labelled corpus of real logs with --corpus."""
+    if corpus is not None:
+        from firstfault_bench.corpus import run_corpus
+
+        run_corpus(corpus, markdown)
+        raise typer.Exit(0)
+    if cases is None:
+        raise fail("give a directory of bundles, or --corpus DIR")
+    from firstfault_bench.accuracy import run_accuracy
+
+    code = run_accuracy(cases, markdown)
+    raise typer.Exit(code)
+
+
+@app.command("generate")
+def bench_generate(
+    out: Annotated[Path, typer.Argument(help="Directory to write the labelled bundles into")],
+    count: Annotated[int, typer.Option(help="How many bundles")] = 25,
+    seed: Annotated[int, typer.Option(help="Seed of the case plan")] = 0,
+    jobs: Annotated[int, typer.Option(help="Simulations run at once")] = 2,
+) -> None:
+    """Generate a labelled case set with the real simulator (needs firstfault[torch])."""
+    from firstfault_bench.cases import generate
+
+    paths = generate(out, count=count, seed=seed, jobs=jobs)
+    print(f"wrote {len(paths)} bundles under {out}")
+
+
+@app.command("speed")
+def bench_speed(
+    path: Annotated[Path, typer.Argument(help="A bundle to time")],
+    repeat: Annotated[int, typer.Option(help="Runs of each tool")] = 3,
+) -> None:
+    """Analysis throughput against grep -E over the same bytes (the ratio is the figure)."""
+    from firstfault_bench.speed import run_speed
+
+    run_speed(path, repeat)
+
+
+@app.command("inflate")
+def bench_inflate(
+    src: Annotated[Path, typer.Argument(help="A real bundle")],
+    dst: Annotated[Path, typer.Argument(help="Where to write the inflated bundle")],
+    copies: Annotated[int, typer.Option(help="How many host copies")] = 100,
+) -> None:
+    """Make a bigger bundle for `bench speed` by copying a real one onto many hosts."""
+    from firstfault_bench.speed import inflate
+
+    n = inflate(src, dst, copies)
+    print(f"wrote {n / 1e6:.1f} MB under {dst}")
+
+
+@app.command("fr")
+def fr(
+    cases: Annotated[
+        list[str] | None, typer.Argument(help="Case dirs (default: /tmp/ff_samples/* and nvrx cases).")
+    ] = None,
+    synthetic: Annotated[
+        str, typer.Option("--synthetic", help="Comma-separated synthetic rank counts; '' to skip.")
+    ] = "4096,16384",
+    fr_timeout: Annotated[float, typer.Option("--fr-timeout", help="Seconds before a tool run is killed.")] = 1800,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the figures to this JSON file.")] = None,
+) -> None:
+    """Compare firstfault's FR analysis with torch's fr_trace (accuracy, time, memory)."""
+    from firstfault_bench.fr import bench_fr
+
+    sizes = [int(x) for x in synthetic.split(",") if x.strip()] if synthetic else []
+    res = bench_fr(cases, synthetic=sizes, fr_timeout=fr_timeout)
+    if json_out is not None:
+        json_out.write_text(json.dumps(res, indent=2))
+
+
+@app.command("html")
+def html(
+    ranks: Annotated[int, typer.Option(help="World size of the synthetic failed job")] = 16384,
+    gpus_per_host: Annotated[int, typer.Option(help="Ranks (GPUs) per host")] = 8,
+    out: Annotated[Path | None, typer.Option(help="Keep the report at this path")] = None,
+    runs: Annotated[int, typer.Option(help="Times to open it; the best is reported")] = 3,
+    browser: Annotated[bool, typer.Option(help="Open it in headless chromium")] = True,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON")] = False,
+) -> None:
+    """Size and browser opening time of the HTML report for a synthetic N-rank failure.
+
+    Exits 1 when the report is over budget (10 MiB, or 3 s to open at 16,384 ranks or fewer).
+    """
+    from firstfault_bench.html import BUDGET_BYTES, BUDGET_OPEN_MS, bench_html
+
+    res = bench_html(ranks, gpus_per_host, out=out, browser=browser, runs=runs)
+    over = res["bytes"] > BUDGET_BYTES or (
+        ranks <= 16384 and res.get("open_ready_ms") is not None and res["open_ready_ms"] > BUDGET_OPEN_MS
+    )
+    if json_out:
+        res.pop("open_runs", None)
+        print(json.dumps(res, indent=2))
+    else:
+        opened = res.get("open_ready_ms")
+        print(f"ranks    {res['ranks']:,} on {res['hosts']:,} hosts, {res['chain_events']:,} chain events")
+        print(f"render   {res['render_s']:.2f} s (verdict built in {res['verdict_build_s']:.2f} s)")
+        print(f"size     {res['bytes'] / 2**20:.2f} MiB (budget {BUDGET_BYTES / 2**20:.0f} MiB)")
+        if opened is None:
+            print("open     not measured (needs /usr/bin/chromium and pip install playwright)")
+        else:
+            print(
+                f"open     {opened} ms until every view is drawn (best of {runs}; budget {BUDGET_OPEN_MS} ms)"
+            )
+        print(f"report   {res['path']}")
+    if over:
+        raise typer.Exit(1)
+
+
+@app.command("scale-accuracy")
+def scale_accuracy(
+    out: Annotated[Path, typer.Argument(help="Directory for scale_accuracy.{md,json,png}")],
+    count: Annotated[int, typer.Option("--count", help="Scenarios (every fault kind, sizes 8..16,384)")] = 200,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the scenario plan")] = 0,
+    jobs: Annotated[int, typer.Option("--jobs", help="Scenarios below 4,096 ranks run this many at once")] = 2,
+    sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated job sizes (ranks)")] =
+        "8,16,32,64,128,256,512,1024,2048,4096,16384",
+    kinds: Annotated[str, typer.Option("--kinds", help="Comma-separated fault kinds (default: all)")] = "",
+    keep: Annotated[bool, typer.Option("--keep", help="Keep the bundles (disk!) under --workdir")] = False,
+    workdir: Annotated[Path | None, typer.Option("--workdir", help="Where bundles are written")] = None,
+) -> None:
+    """Accuracy over simulated cluster jobs: culprit top-1 by kind x size, category, action, confusion."""
+    from firstfault_bench.scale import run_accuracy
+    from firstfault_sim.cluster.faults import FAULT_KINDS, KINDS
+
+    ks = [k.strip() for k in kinds.split(",") if k.strip()] or list(FAULT_KINDS)
+    bad = [k for k in ks if k not in KINDS]
+    if bad:
+        raise typer.BadParameter(f"unknown kind(s) {bad}; choose from {', '.join(FAULT_KINDS)}")
+    results = run_accuracy(out, count, seed, jobs, [int(x) for x in sizes.split(",") if x.strip()], ks, keep, workdir)
+    typer.echo((out / "scale_accuracy.md").read_text())
+    typer.echo(f"{sum(r.culprit_ok for r in results)}/{len(results)} culprits right; tables in {out}")
+
+
+@app.command("scale-speed")
+def scale_speed(
+    out: Annotated[Path, typer.Argument(help="Directory for scale_speed.{md,json,png}")],
+    sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated job sizes (ranks)")] = "1024,4096,16384",
+    steps: Annotated[int, typer.Option("--steps", help="Training steps of the per-size bundles")] = 60,
+    long_steps: Annotated[str, typer.Option("--long-steps", help="Longer runs of the largest size (GB-scale bundles)")]
+        = "300,1000",
+    kind: Annotated[str, typer.Option("--kind", help="Fault kind of the timed bundles")] = "dataloader_hang",
+    keep: Annotated[bool, typer.Option("--keep", help="Keep the bundles")] = False,
+    workdir: Annotated[Path | None, typer.Option("--workdir", help="Where bundles are written")] = None,
+    limit: Annotated[float, typer.Option("--limit", help="Kill an analysis after this many seconds (0: never)")] = 0.0,
+) -> None:
+    """Throughput against grep -E, time to verdict and peak memory at 1,024 / 4,096 / 16,384 ranks
+    and GB-scale bundles."""
+    from firstfault_bench.scale import render_speed, run_speed
+    from firstfault_sim.cluster.faults import FAULT_KINDS, KINDS
+
+    if kind not in KINDS:
+        raise typer.BadParameter(f"choose from {', '.join(FAULT_KINDS)}")
+    rows = run_speed(out, [int(x) for x in sizes.split(",") if x.strip()],
+                     [int(x) for x in long_steps.split(",") if x.strip()], steps, kind, workdir=workdir, keep=keep,
+                     limit_s=limit)
+    typer.echo(render_speed(rows))
