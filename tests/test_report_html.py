@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from firstfault.report.html import MAX_SAMPLES, build_model, render_html, write_html
+from firstfault.report.html import render_html, write_html
+from firstfault.report.html_model import MAX_SAMPLES, build_model
 from firstfault.vocab import (
     Action,
     Category,
@@ -635,7 +636,7 @@ def test_large_report_in_browser(browser: Any, tmp_path: Path, ranks: int, big: 
 
 
 def test_marks_are_thinned_beyond_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    from firstfault.report import html as html_mod
+    from firstfault.report import html_model as html_mod
 
     vd = bench_html.synthetic_verdict(256, 8).to_dict()
     # A chatty job: every chain line repeated four times, a second apart.
