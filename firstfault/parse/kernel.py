@@ -190,7 +190,9 @@ def _iso(text: str) -> float | None:
 def parse_line(text: str, year: int | None = None) -> KernelLine:
     """Peel every prefix any kernel-log format puts before the message (pure; never raises).
 
-    ``year`` is used for syslog times, which carry none.
+    ``year`` is used for syslog times, which carry none. Formats with only a monotonic stamp
+    (kmsg, raw dmesg) are tried first, then the fixed wall-clock ones (``dmesg -T``, the fabric
+    manager's), then those a host and process may follow (ISO, journald, syslog).
     """
     rest = text.rstrip("\r\n")
     kl = KernelLine(msg=rest)
@@ -206,69 +208,12 @@ def parse_line(text: str, year: int | None = None) -> KernelLine:
     m = _PRI.match(rest)
     if m:
         rest = rest[m.end() :]
-    m = _MONO.match(rest)
-    if m:
-        kl.mono = float(m["mono"])
-        kl.fmt = "mono"
-        rest = rest[m.end() :]
-        h = _HOST_IDENT.match(rest)
-        if h and h["ident"] == "kernel":  # journalctl -o short-monotonic
-            kl.host, kl.ident = h["host"], "kernel"
-            kl.fmt = "journal-monotonic"
-            rest = rest[h.end() :]
-        kl.msg = rest
+    if _monotonic(rest, kl) or _fixed_wall(rest, kl):
         return kl
-    m = _CTIME.match(rest)
-    if m:
-        kl.wall = _dt(int(m["y"]), m["mon"], int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
-        if kl.wall is not None:
-            kl.wall += _frac(m["frac"])
-        kl.fmt, kl.naive = "ctime", True
-        kl.msg = rest[m.end() :]
-        return kl
-    m = _FMTIME.match(rest)
-    if m:
-        kl.wall = _dt(int(m["y"]), m["mon"], int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
-        kl.fmt, kl.naive = "fabricmanager", True
-        kl.msg = rest[m.end() :]
-        return kl
-    wall: float | None = None
-    matched = None
-    m = _ISO.match(rest)
-    if m:
-        wall = _iso(m["iso"])
-        kl.naive = not re.search(r"(?:Z|[+-]\d{2}:?\d{2})$", m["iso"])
-        matched, kl.fmt = m, "iso"
-    else:
-        m = _FULL.match(rest)
-        if m:
-            wall = parse_timestamp(m["iso"])
-            tz = m["tz"]
-            if wall is not None and tz not in ("UTC", "GMT", "Z"):
-                if tz[0] in "+-":
-                    off = int(tz[1:3]) * 3600 + int(tz[3:5]) * 60
-                    wall -= off if tz[0] == "+" else -off
-                else:
-                    kl.naive = True  # a zone abbreviation (CET, PST): read as UTC
-            matched, kl.fmt = m, "journal-full"
-        else:
-            m = _UNIX.match(rest)
-            if m:
-                wall = float(m["unix"])
-                matched, kl.fmt = m, "journal-unix"
-            else:
-                m = _SYSLOG.match(rest)
-                if m:
-                    y = year or datetime.now(UTC).year
-                    wall = _dt(y, m["mon"], int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
-                    if wall is not None:
-                        wall += _frac(m["frac"])
-                    kl.naive = True
-                    matched, kl.fmt = m, "syslog"
+    matched = _wall_with_host(rest, kl, year)
     if matched is None:
         kl.msg = rest
         return kl
-    kl.wall = wall
     rest = rest[matched.end() :]
     h = _HOST_IDENT.match(rest)
     if h and (kl.fmt != "iso" or h["ident"] == "kernel"):
@@ -284,6 +229,77 @@ def parse_line(text: str, year: int | None = None) -> KernelLine:
         rest = rest[mm.end() :]
     kl.msg = rest
     return kl
+
+
+def _monotonic(rest: str, kl: KernelLine) -> bool:
+    """``[12345.678901] msg`` (raw dmesg), or journalctl's short-monotonic with its host."""
+    m = _MONO.match(rest)
+    if not m:
+        return False
+    kl.mono = float(m["mono"])
+    kl.fmt = "mono"
+    rest = rest[m.end() :]
+    h = _HOST_IDENT.match(rest)
+    if h and h["ident"] == "kernel":  # journalctl -o short-monotonic
+        kl.host, kl.ident = h["host"], "kernel"
+        kl.fmt = "journal-monotonic"
+        rest = rest[h.end() :]
+    kl.msg = rest
+    return True
+
+
+def _fixed_wall(rest: str, kl: KernelLine) -> bool:
+    """``dmesg -T``'s ctime stamp, or NVIDIA's fabric manager's: a wall clock, no host."""
+    m = _CTIME.match(rest)
+    if m:
+        kl.wall = _dt(int(m["y"]), m["mon"], int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
+        if kl.wall is not None:
+            kl.wall += _frac(m["frac"])
+        kl.fmt, kl.naive = "ctime", True
+        kl.msg = rest[m.end() :]
+        return True
+    m = _FMTIME.match(rest)
+    if m:
+        kl.wall = _dt(int(m["y"]), m["mon"], int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
+        kl.fmt, kl.naive = "fabricmanager", True
+        kl.msg = rest[m.end() :]
+        return True
+    return False
+
+
+def _wall_with_host(rest: str, kl: KernelLine, year: int | None) -> re.Match[str] | None:
+    """ISO, journald (full or unix) and syslog stamps; sets the wall time and format, returns the match."""
+    m = _ISO.match(rest)
+    if m:
+        kl.wall = _iso(m["iso"])
+        kl.naive = not re.search(r"(?:Z|[+-]\d{2}:?\d{2})$", m["iso"])
+        kl.fmt = "iso"
+        return m
+    m = _FULL.match(rest)
+    if m:
+        wall = parse_timestamp(m["iso"])
+        tz = m["tz"]
+        if wall is not None and tz not in ("UTC", "GMT", "Z"):
+            if tz[0] in "+-":
+                off = int(tz[1:3]) * 3600 + int(tz[3:5]) * 60
+                wall -= off if tz[0] == "+" else -off
+            else:
+                kl.naive = True  # a zone abbreviation (CET, PST): read as UTC
+        kl.wall, kl.fmt = wall, "journal-full"
+        return m
+    m = _UNIX.match(rest)
+    if m:
+        kl.wall, kl.fmt = float(m["unix"]), "journal-unix"
+        return m
+    m = _SYSLOG.match(rest)
+    if m:
+        y = year or datetime.now(UTC).year
+        wall = _dt(y, m["mon"], int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]))
+        if wall is not None:
+            wall += _frac(m["frac"])
+        kl.wall, kl.naive, kl.fmt = wall, True, "syslog"
+        return m
+    return None
 
 
 def host_from_path(rel: str) -> str | None:

@@ -143,9 +143,9 @@ def localize_link_faults(
     """Place the bundle's network failures on links and, where the evidence allows, on one end.
 
     ``events``: all events of the bundle (NCCL peer errors, kernel link-down lines, NCCL async
-    port events); ``topology.ip_host`` resolves the peer IPs NCCL names (fill it with
-    :func:`learn_topology` first); ``ib``: per-host InfiniBand state from
-    :func:`firstfault.parse.ibstat.collect` (port states, counters, counter deltas).
+    port events); ``topology.ip_host`` resolves the peer IPs NCCL names (parsing fills it from
+    NCCL's ``Bootstrap`` lines); ``ib``: per-host InfiniBand state (``ParseResult.ib``: port
+    states, counters, counter deltas).
 
     A host's port evidence counts for a link if it has no time or lies within ``window_s`` of the
     link's first error. The end with the heavier port evidence is the faulty side; with none, a
@@ -153,12 +153,31 @@ def localize_link_faults(
     returned as a single-ended fault (``host_b`` None). Sorted by score, strongest first.
     """
     evs = list(events)
+    ports = _port_evidence(evs, ib)
+    pairs, unresolved = _links_from_peer_errors(evs, topology)
+    faults = list(pairs.values()) + list(unresolved.values())
+    # how many failing links each host is on: a host common to all of them is the likely end
+    degree: dict[str, int] = defaultdict(int)
+    for lf in pairs.values():
+        degree[lf.host_a] += 1
+        if lf.host_b:
+            degree[lf.host_b] += 1
+    used: set[int] = set()
+    for lf in faults:
+        used |= _decide_side(lf, ports, window_s, degree, len(pairs))
+    faults += [_port_only(pe) for i, pe in enumerate(ports) if i not in used]
+    return _merge(faults)
+
+
+def _links_from_peer_errors(
+    evs: Sequence[Event], topology: Topology
+) -> tuple[dict[frozenset[str], LinkFault], dict[tuple[str, str], LinkFault]]:
+    """Links named by NCCL's peer errors: host pairs, and errors whose peer the topology cannot place."""
     known: dict[str, str] = {}
     for h in [*topology.rank_host.values(), *topology.ip_host.values(), *(e.host for e in evs if e.host)]:
         s = short_host(h)
         if s and h:
             known.setdefault(s, h)
-    ports = _port_evidence(evs, ib)
     pairs: dict[frozenset[str], LinkFault] = {}
     unresolved: dict[tuple[str, str], LinkFault] = {}
     for e in evs:
@@ -171,9 +190,7 @@ def localize_link_faults(
         if peer_host is None:
             key_u = (local, peer_ip or e.fields.get("peer", "?"))
             lf = unresolved.setdefault(key_u, LinkFault(host_a=local, host_b=None, peer_ip=peer_ip))
-            lf.reasons.append(
-                f"peer {key_u[1]} of {local} not in the topology (no NCCL Bootstrap line for it)"
-            )
+            lf.reasons.append(f"peer {key_u[1]} of {local} not in the topology (no NCCL Bootstrap line for it)")
         else:
             key = frozenset((local, peer_host))
             if key not in pairs:
@@ -188,66 +205,64 @@ def localize_link_faults(
         if e.fields.get("hca") and lf.device is None and local == lf.host_a:
             lf.device = e.fields["hca"].split(":", 1)[0]
         lf.score += 1.0 if e.signature != "nccl.socket_closed_by_peer" else 0.25
-    faults = list(pairs.values()) + list(unresolved.values())
-    # how many failing links each host is on: a host common to all of them is the likely end
-    degree: dict[str, int] = defaultdict(int)
-    for lf in pairs.values():
-        degree[lf.host_a] += 1
-        if lf.host_b:
-            degree[lf.host_b] += 1
+    return pairs, unresolved
+
+
+def _decide_side(
+    lf: LinkFault, ports: Sequence[_PortEvidence], window_s: float, degree: Mapping[str, int], n_pairs: int
+) -> set[int]:
+    """Which end of ``lf`` failed, from its ends' port evidence (or how many failing links each end is on).
+    Returns the indexes of the port evidence it used."""
     used: set[int] = set()
-    for lf in faults:
-        weights: dict[str, float] = defaultdict(float)
-        best: dict[str, _PortEvidence] = {}
-        for i, pe in enumerate(ports):
-            if pe.host not in (lf.host_a, lf.host_b):
-                continue
-            if pe.ts is not None and lf.first_ts is not None and abs(pe.ts - lf.first_ts) > window_s:
-                continue
-            weights[pe.host] += pe.weight
-            if pe.host not in best or pe.weight > best[pe.host].weight:
-                best[pe.host] = pe
-            if pe.event_id is not None:
-                lf.evidence.append(pe.event_id)
-            lf.reasons.append(pe.reason)
-            used.add(i)
-        ranked = sorted(weights.items(), key=lambda kv: -kv[1])
-        if ranked and (len(ranked) == 1 or ranked[0][1] > ranked[1][1] * 1.5):
-            side = ranked[0][0]
-            lf.faulty_side = side
-            lf.device, lf.port = best[side].device or lf.device, best[side].port
-            lf.reasons.append(f"{side}'s port failed (its own evidence weighs {ranked[0][1]:.1f})")
-            lf.score += ranked[0][1]
-        elif ranked:
-            lf.reasons.append("both ends show port trouble: the side is undetermined")
-            lf.score += ranked[0][1]
-        elif lf.host_b and len(pairs) >= 2:
-            da, db = degree[lf.host_a], degree[lf.host_b]
-            if da != db and max(da, db) >= 2:
-                side = lf.host_a if da > db else lf.host_b
-                lf.faulty_side = side
-                lf.reasons.append(
-                    f"{side} is on {max(da, db)} of the {len(pairs)} failing links; its peers are not"
-                )
-                lf.score += 0.5
-        if lf.faulty_side is None and not ranked:
-            lf.reasons.append("no port-down or counter evidence on either end: the side is undetermined")
+    weights: dict[str, float] = defaultdict(float)
+    best: dict[str, _PortEvidence] = {}
     for i, pe in enumerate(ports):
-        if i in used:
+        if pe.host not in (lf.host_a, lf.host_b):
             continue
-        lf = LinkFault(
-            host_a=pe.host,
-            host_b=None,
-            device=pe.device,
-            port=pe.port,
-            faulty_side=pe.host,
-            first_ts=pe.ts,
-            score=pe.weight,
-            reasons=[pe.reason],
-        )
+        if pe.ts is not None and lf.first_ts is not None and abs(pe.ts - lf.first_ts) > window_s:
+            continue
+        weights[pe.host] += pe.weight
+        if pe.host not in best or pe.weight > best[pe.host].weight:
+            best[pe.host] = pe
         if pe.event_id is not None:
             lf.evidence.append(pe.event_id)
-        faults.append(lf)
+        lf.reasons.append(pe.reason)
+        used.add(i)
+    ranked = sorted(weights.items(), key=lambda kv: -kv[1])
+    if ranked and (len(ranked) == 1 or ranked[0][1] > ranked[1][1] * 1.5):
+        side = ranked[0][0]
+        lf.faulty_side = side
+        lf.device, lf.port = best[side].device or lf.device, best[side].port
+        lf.reasons.append(f"{side}'s port failed (its own evidence weighs {ranked[0][1]:.1f})")
+        lf.score += ranked[0][1]
+    elif ranked:
+        lf.reasons.append("both ends show port trouble: the side is undetermined")
+        lf.score += ranked[0][1]
+    elif lf.host_b and n_pairs >= 2:
+        da, db = degree[lf.host_a], degree[lf.host_b]
+        if da != db and max(da, db) >= 2:
+            side = lf.host_a if da > db else lf.host_b
+            lf.faulty_side = side
+            lf.reasons.append(f"{side} is on {max(da, db)} of the {n_pairs} failing links; its peers are not")
+            lf.score += 0.5
+    if lf.faulty_side is None and not ranked:
+        lf.reasons.append("no port-down or counter evidence on either end: the side is undetermined")
+    return used
+
+
+def _port_only(pe: _PortEvidence) -> LinkFault:
+    """A host's port evidence with no NCCL error beside it: a single-ended fault."""
+    lf = LinkFault(
+        host_a=pe.host, host_b=None, device=pe.device, port=pe.port, faulty_side=pe.host, first_ts=pe.ts,
+        score=pe.weight, reasons=[pe.reason],
+    )
+    if pe.event_id is not None:
+        lf.evidence.append(pe.event_id)
+    return lf
+
+
+def _merge(faults: Sequence[LinkFault]) -> list[LinkFault]:
+    """Single-ended faults of one host and port become one; strongest first."""
     merged: dict[tuple[str, str | None, str | None, str | None], LinkFault] = {}
     for lf in faults:
         if lf.host_b is None and lf.faulty_side:
