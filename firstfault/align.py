@@ -12,10 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
-from firstfault.vocab import Event, Role
-
-DUP_WINDOW_S = 2.0
-INHERITED_DUP_WINDOW_S = 300.0
+from firstfault.vocab import Event, Role, settings
 
 
 @dataclass
@@ -74,7 +71,7 @@ def _same_fact(a: Event, b: Event) -> bool:
     if a.attempt is not None and b.attempt is not None and a.attempt != b.attempt:
         return False
     exact = a.ts_quality == "exact" and b.ts_quality == "exact"
-    return abs(a.ts - b.ts) <= (DUP_WINDOW_S if exact else INHERITED_DUP_WINDOW_S)
+    return abs(a.ts - b.ts) <= (settings.current().reasoning.dup_window_s if exact else settings.current().reasoning.inherited_dup_window_s)
 
 
 def fold_duplicates(events: Sequence[Event]) -> tuple[list[Event], int]:
@@ -149,11 +146,10 @@ class Offset:
     ranks: int
 
 
-MAX_CLOCK_SHIFT_S = 120.0
 
 
 def estimate_offsets(
-    events: Sequence[Event], min_shift: float = 2.0, reference: str | None = None, max_shift: float = MAX_CLOCK_SHIFT_S
+    events: Sequence[Event], min_shift: float = 2.0, reference: str | None = None, max_shift: float | None = None
 ) -> list[Offset]:
     """Per-host clock offsets from the fan-out of one failure across hosts.
 
@@ -168,6 +164,7 @@ def estimate_offsets(
     time out ten minutes later), and are left alone too. The spread (max-min of a
     host's readings) is the offset's uncertainty.
     """
+    limit = max_shift if max_shift is not None else settings.current().reasoning.max_clock_shift_s
     first: dict[int, Event] = {}
     for e in events:
         if e.role == Role.CASCADE and e.rank is not None and e.host and e.ts is not None:
@@ -185,7 +182,7 @@ def estimate_offsets(
     out = []
     for h, r in sorted(readings.items()):
         shift = ref - r
-        if abs(shift) > max_shift:
+        if abs(shift) > limit:
             continue  # minutes apart: two failures seen at different times, not a wrong clock
         if abs(shift) >= min_shift:
             ts = per_host[h]

@@ -20,12 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from firstfault.vocab import settings
 from firstfault.vocab.errors import BundleError
 
 SNIFF = 16 * 1024
-MAX_ARCHIVE_BYTES = 8 * 1024**3
-MAX_ARCHIVE_MEMBERS = 200_000
-MAX_RATIO = 200
 
 _ELASTIC = re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/(?P<stream>stdout|stderr)\.log$")
 _ELASTIC_ERR = re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/error\.json$")
@@ -178,12 +176,13 @@ def _safe_extract(archive: Path, dest: Path) -> list[str]:
     warnings: list[str] = []
     total = 0
     compressed = max(archive.stat().st_size, 1)
+    limits = settings.current().limits
     try:
         with tarfile.open(archive, "r:*") as tar:
             for count, member in enumerate(tar, 1):
-                if count > MAX_ARCHIVE_MEMBERS:
+                if count > limits.archive_members:
                     raise BundleError(
-                        f"{archive}: more than {MAX_ARCHIVE_MEMBERS} members; refusing (archive bomb?)"
+                        f"{archive}: more than {limits.archive_members} members; refusing (archive bomb?)"
                     )
                 name = member.name
                 target = (dest / name).resolve()
@@ -199,7 +198,7 @@ def _safe_extract(archive: Path, dest: Path) -> list[str]:
                     target.mkdir(parents=True, exist_ok=True)
                     continue
                 total += member.size
-                if total > MAX_ARCHIVE_BYTES or (total > compressed * MAX_RATIO and total > 64 * 1024**2):
+                if total > limits.archive_bytes or (total > compressed * limits.archive_ratio and total > 64 * 1024**2):
                     raise BundleError(
                         f"{archive}: unpacks to more than {total} bytes ({total // compressed}x its size); "
                         "refusing (archive bomb?)"

@@ -28,6 +28,7 @@ import struct
 import threading
 from typing import Any
 
+from firstfault.vocab import settings
 from firstfault.vocab.errors import InputError
 
 __all__ = [
@@ -45,7 +46,7 @@ __all__ = [
     "restricted_loads",
 ]
 
-DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+DEFAULT_MAX_BYTES = settings.current().limits.fr_dump_bytes  # the default at import (Limits.fr_dump_bytes)
 """Largest dump accepted (bytes).  Real dumps are KBs to a few MBs; this only stops
 a stray multi-GB file from exhausting memory."""
 

@@ -27,7 +27,7 @@ from firstfault.parse.ibstat import HostIB
 from firstfault.parse.stream import Hit, scan
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.parse.topology import learn_topology, load_topology_file
-from firstfault.vocab import Event, RankProgress, TsQuality
+from firstfault.vocab import Event, RankProgress, TsQuality, settings
 from firstfault.vocab.identity import strip_prefixes
 from firstfault.vocab.timefmt import year_of
 from firstfault.vocab.topology import Topology
@@ -290,12 +290,11 @@ def _training_marks(lines: list[str], ctx: ParseContext) -> None:
 _CLOCKISH = ":"
 # Lines that state the job's world size: an environment echo, a config dump ("world_size ..... 8"),
 # NCCL's init ("nranks 8"), ProcessGroupNCCL's options ("size: 8, global rank: 0"), Lightning's
-# "MEMBER: 1/8". A claimed size above MAX_WORLD is not believed (it would only cost memory).
+# "MEMBER: 1/8". A claimed size above ``Limits.max_world`` is not believed (it would only cost memory).
 _WORLD = re.compile(
     r"(?:\bWORLD_SIZE=|\bworld[_ ]size\b['\"]?\s*(?:[:=]|\.{3,})\s*|\bn[Rr]anks |\bsize: (?=\d+, global rank: )"
     r"|\bMEMBER: \d+/)(?P<n>\d{1,7})\b"
 )
-MAX_WORLD = 262_144
 
 
 def _world_size(lines: list[str], ctx: ParseContext) -> None:
@@ -305,7 +304,7 @@ def _world_size(lines: list[str], ctx: ParseContext) -> None:
             continue
         for m in _WORLD.finditer(raw):
             n = int(m["n"])
-            if 1 < n <= MAX_WORLD and (ctx.topology.world_size is None or n > ctx.topology.world_size):
+            if 1 < n <= settings.current().limits.max_world and (ctx.topology.world_size is None or n > ctx.topology.world_size):
                 ctx.topology.world_size = n
 
 

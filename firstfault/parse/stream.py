@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Protocol
 
+from firstfault.vocab import settings
+
 BLOCK = 4 * 1024 * 1024
-MAX_LINE = 64 * 1024
 TAIL = 64 * 1024
 
 
@@ -73,7 +74,7 @@ def scan(
     finder: Finder,
     *,
     block: int = BLOCK,
-    max_line: int = MAX_LINE,
+    max_line: int | None = None,
     warn: Callable[[str], None] | None = None,
     stats: dict[str, int] | None = None,
 ) -> Iterator[Hit]:
@@ -81,9 +82,13 @@ def scan(
 
     ``stats["lines"]`` holds the file's line count once the generator is exhausted.
 
+    ``max_line`` defaults to ``Limits.max_line``.
+
     A deliberate hot loop, kept in one function: it runs once per block of every file of a
     bundle (GBs at scale), and splitting it would add a Python call per block and per hit.
     """
+    if max_line is None:
+        max_line = settings.current().limits.max_line
     line_no = 1
     pending = b""
     tail = b""

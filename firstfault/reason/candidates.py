@@ -26,7 +26,7 @@ from firstfault.reason.correlate import (
 )
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.straggler import find_slowdown
-from firstfault.vocab import Category, Event, FRKind, RankProgress, Role
+from firstfault.vocab import Category, Event, FRKind, RankProgress, Role, settings
 from firstfault.vocab.timefmt import iso
 from firstfault.vocab.topology import Topology
 
@@ -150,7 +150,6 @@ def where_stopped(events: Sequence[Event]) -> str | None:
     return where + (" (inside the data loader)" if loader else "")
 
 
-STALL_STEPS = 3  # how many steps its peers must have gone on for a rank's stop to count
 
 
 def stalled_first(first: Candidate, corr: Correlation, ev: ReasoningInput) -> Candidate | None:
@@ -158,9 +157,9 @@ def stalled_first(first: Candidate, corr: Correlation, ev: ReasoningInput) -> Ca
 
     A hung data loader says nothing; if another fault ends the job before the NCCL timeout
     (srun --kill-on-bad-exit tears everything down), the hang leaves no timeout either. Its
-    trace is in progress: its last step is behind every peer's and ``STALL_STEPS`` behind the
+    trace is in progress: its last step is behind every peer's and ``Reasoning.stall_steps`` behind the
     median, and it stopped
-    more than ``STALL_STEPS`` step intervals before the first error.
+    more than ``Reasoning.stall_steps`` step intervals before the first error.
     """
     if first.ts is None:
         return None
@@ -178,7 +177,7 @@ def stalled_first(first: Candidate, corr: Correlation, ev: ReasoningInput) -> Ca
         return None
     step_s = median(intervals)
     assert slow.last_step is not None and slow.last_step_ts is not None
-    if ahead - last < STALL_STEPS or first.ts - slow.last_step_ts < STALL_STEPS * step_s + 5.0:
+    if ahead - last < settings.current().reasoning.stall_steps or first.ts - slow.last_step_ts < settings.current().reasoning.stall_steps * step_s + 5.0:
         return None
     v = corr.ranks.get(slow.rank)
     if v is not None and (v.first_root is not None or v.first_cascade is not None):
@@ -194,7 +193,6 @@ def stalled_first(first: Candidate, corr: Correlation, ev: ReasoningInput) -> Ca
     return Candidate("silent", None, slow.rank, None, slow.last_step_ts + step_s, Category.HANG, reasons)
 
 
-STALL_BEFORE_LIMIT_S = 60.0  # silence this long before a time limit is a stall, not a job that ran out of time
 
 
 def stalled_before_limit(win: Candidate, corr: Correlation, ev: ReasoningInput) -> Candidate | None:
@@ -214,7 +212,7 @@ def stalled_before_limit(win: Candidate, corr: Correlation, ev: ReasoningInput) 
         return None
     last = max(p.last_step_ts for p in prog if p.last_step_ts is not None)
     intervals = [p.step_interval_s for p in prog if p.step_interval_s]
-    need = max(STALL_BEFORE_LIMIT_S, 10 * median(intervals)) if intervals else STALL_BEFORE_LIMIT_S
+    need = max(settings.current().reasoning.stall_before_limit_s, 10 * median(intervals)) if intervals else settings.current().reasoning.stall_before_limit_s
     if win.ts - last < need:
         return None
     steps = sorted({p.last_step for p in prog if p.last_step is not None})

@@ -11,9 +11,7 @@ from collections.abc import Sequence
 
 from firstfault.reason.correlate import Candidate
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
-
-NEAR_TIE_S = 1.0
-
+from firstfault.vocab import settings
 
 _KIND_PHRASE = {
     "event": "an error event of its own",
@@ -39,7 +37,7 @@ def confidence(win: Candidate, rest: Sequence[Candidate], ev: ReasoningInput) ->
         if gap < 0.1:
             score -= 0.25
             why.append(f"-0.25: runner-up only {gap * 1000:.0f} ms later")
-        elif gap < NEAR_TIE_S:
+        elif gap < settings.current().reasoning.near_tie_s:
             score -= 0.1
             why.append(f"-0.10: runner-up {gap:.2f} s later")
         else:

@@ -10,7 +10,7 @@ earliest of them is not a culprit; the job is. Two readings follow:
   they print), or as many rank-less copies as ranks that failed. Then no single rank is the
   culprit.
 * **before training** (:func:`before_training`): the failure came before any rank's first
-  progress line; with no progress at all, within ``PRETRAIN_MAX_S`` of the job's first line. An
+  progress line; with no progress at all, within ``Reasoning.pretrain_max_s`` of the job's first line. An
   exception there (``application_error``), an unrecognised error, or a scheduler-enforced memory
   limit is a ``configuration`` failure: the user fixes the set-up, not the code path of one rank.
 """
@@ -21,10 +21,8 @@ import re
 from dataclasses import dataclass, field
 
 from firstfault.reason.correlate import Correlation
-from firstfault.vocab import Category, Event, Layer, Role
+from firstfault.vocab import Category, Event, Layer, Role, settings
 
-# With no progress lines at all, a failure this soon after the job's first line is a start-up one.
-PRETRAIN_MAX_S = 600.0
 _MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
 _PROCESS_LAYERS = (Layer.APPLICATION, Layer.FRAMEWORK)
 # What a failure before training becomes: the set-up is wrong, not the training code path
@@ -122,7 +120,7 @@ def before_training(
     """Did a failure at ``ts`` come before training started?
 
     Training is seen from any line that shows it under way (a step, a loss, a tqdm rate; see
-    ``parse.progress.TRAINING_MARKER``). With none anywhere, a failure within ``PRETRAIN_MAX_S``
+    ``parse.progress.TRAINING_MARKER``). With none anywhere, a failure within ``Reasoning.pretrain_max_s``
     of a job start that a launcher or the scheduler recorded is a start-up failure; a pasted
     excerpt with no such start says nothing either way. ``exact``: the failure's own line gave
     its time (not a line above it); ``job_end`` bounds a failure that has no time at all.
@@ -130,7 +128,7 @@ def before_training(
     if training.seen:  # an inherited time is only a lower bound: it cannot place a failure before a step
         return ts is not None and exact and training.first_ts is not None and ts < training.first_ts
     at = ts if ts is not None else job_end  # an untimed failure happened before the job's last line
-    return job_start is not None and at is not None and 0 <= at - job_start <= PRETRAIN_MAX_S
+    return job_start is not None and at is not None and 0 <= at - job_start <= settings.current().reasoning.pretrain_max_s
 
 
 @dataclass(frozen=True)

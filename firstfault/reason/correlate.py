@@ -24,7 +24,7 @@ import networkx as nx
 
 from firstfault.match.unrecognised import UNRECOGNISED
 from firstfault.reason.transients import Recovery, demote_recovered
-from firstfault.vocab import Category, Event, Layer, Role
+from firstfault.vocab import Category, Event, Layer, Role, settings
 
 # Lower layers explain higher ones: a GPU falling off the bus explains the CUDA error above it.
 LAYER_DEPTH = {
@@ -37,7 +37,6 @@ LAYER_DEPTH = {
     Layer.FRAMEWORK: 6,
     Layer.APPLICATION: 7,
 }
-HOST_EXPLAINS_WINDOW_S = 300.0
 TEARDOWN_SIGNALS = {"SIGTERM", "SIGINT", "SIGHUP"}
 
 
@@ -317,7 +316,7 @@ def near(host_event: Event, rank_event: Event) -> bool:
     if host_event.ts is None or rank_event.ts is None:
         return True
     latest = rank_event.ts_hi if rank_event.ts_hi is not None else rank_event.ts  # an inherited time is a lower bound
-    return rank_event.ts - host_event.ts <= HOST_EXPLAINS_WINDOW_S and latest - host_event.ts >= -5.0
+    return rank_event.ts - host_event.ts <= settings.current().reasoning.host_explains_window_s and latest - host_event.ts >= -5.0
 
 
 def same_process(host_event: Event, rank_event: Event) -> bool | None:

@@ -8,10 +8,10 @@ log with wall times alone gives no straggler verdict (it cannot show one).
 For each rank the series of its own times, aligned by step with its peers', becomes a ratio to
 the peers' median at the same step. A slowdown is real when
 
-* **effect**: after the change point, its median ratio is at least ``EFFECT_MIN`` (1.3x),
-* **sustained**: at least ``SUSTAINED_FRACTION`` of those steps are ``SLOW_STEP`` (1.15x) slower,
-* **duration**: it lasts ``MIN_STEPS`` steps or more,
-* **alone**: no peer's own median ratio over the same steps comes within ``ALONE_MARGIN`` of it.
+* **effect**: after the change point, its median ratio is at least ``Reasoning.straggler_effect`` (1.3x),
+* **sustained**: at least ``Reasoning.straggler_sustained`` of those steps are ``Reasoning.straggler_slow_step`` (1.15x) slower,
+* **duration**: it lasts ``Reasoning.straggler_min_steps`` steps or more,
+* **alone**: no peer's own median ratio over the same steps comes within ``Reasoning.straggler_alone`` of it.
 
 The change point is the split that maximises the gap between the mean ratio before and after
 (a single-change-point CUSUM/binary segmentation, as in Page 1954 and the straggler analyses of
@@ -25,11 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 
-EFFECT_MIN = 1.3
-SLOW_STEP = 1.15
-SUSTAINED_FRACTION = 0.8
-MIN_STEPS = 5
-ALONE_MARGIN = 1.2
+from firstfault.vocab import settings
 
 
 @dataclass(frozen=True)
@@ -60,11 +56,11 @@ def _change_point(ratios: Sequence[float]) -> int:
     for x in ratios:
         prefix.append(prefix[-1] + x)
     best_k, best_gap = 0, 0.0
-    for k in range(1, n - MIN_STEPS + 1):
+    for k in range(1, n - settings.current().reasoning.straggler_min_steps + 1):
         gap = (prefix[n] - prefix[k]) / (n - k) - prefix[k] / k
         if gap > best_gap:
             best_k, best_gap = k, gap
-    if best_k and prefix[best_k] / best_k >= SLOW_STEP:
+    if best_k and prefix[best_k] / best_k >= settings.current().reasoning.straggler_slow_step:
         return 0  # slow before the split too: a slowdown that began before the window
     return best_k
 
@@ -75,7 +71,7 @@ SHORTLIST = 8
 
 def find_slowdown(series: Mapping[int, Sequence[float]]) -> Slowdown | None:
     """The one rank whose own step times show a real, sustained slowdown, or None."""
-    usable = {r: list(s) for r, s in series.items() if len(s) >= MIN_STEPS}
+    usable = {r: list(s) for r, s in series.items() if len(s) >= settings.current().reasoning.straggler_min_steps}
     if len(usable) < 2:
         return None
     n = min(len(s) for s in usable.values())
@@ -93,12 +89,12 @@ def find_slowdown(series: Mapping[int, Sequence[float]]) -> Slowdown | None:
     k = _change_point(ratios[worst])
     after = ratios[worst][k:]
     effect = median(after)
-    if len(after) < MIN_STEPS or effect < EFFECT_MIN:
+    if len(after) < settings.current().reasoning.straggler_min_steps or effect < settings.current().reasoning.straggler_effect:
         return None
-    if sum(1 for x in after if x >= SLOW_STEP) < SUSTAINED_FRACTION * len(after):
+    if sum(1 for x in after if x >= settings.current().reasoning.straggler_slow_step) < settings.current().reasoning.straggler_sustained * len(after):
         return None
     others = [median(ratios[o][k:]) for o in shortlist if o != worst]
-    if others and effect < ALONE_MARGIN * max(others):
+    if others and effect < settings.current().reasoning.straggler_alone * max(others):
         return None
     own = median(aligned[worst][k:])
     peers = median(step_median[k:]) if not exact else median(aligned[o][i] for o in aligned if o != worst for i in range(k, n))

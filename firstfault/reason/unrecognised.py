@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from firstfault.reason.correlate import Candidate
-from firstfault.vocab import Event
+from firstfault.vocab import Event, settings
 
-NEAR_TIE_S = 1.0
 MAX_LINES_MINED = 20_000  # a bundle with more unrecognised lines is mined on its first ones
 
 
@@ -91,7 +90,7 @@ def mine_templates(events: Sequence[Event]) -> list[Template]:
     t0 = templates[0].first.ts
     tie = [
         t for t in templates
-        if t.first.ts is None and t0 is None or (t0 is not None and t.first.ts is not None and t.first.ts - t0 < NEAR_TIE_S)
+        if t.first.ts is None and t0 is None or (t0 is not None and t.first.ts is not None and t.first.ts - t0 < settings.current().reasoning.near_tie_s)
     ]
     rest = [t for t in templates if t not in tie]
     tie.sort(key=lambda t: (not t.single_place, _order(t.first)))

@@ -5,14 +5,14 @@ PCIe errors, an Xid from last week's job. None of it can be the root of *this* j
 however alarming its wording. The window is what the job's own output and the scheduler say:
 from the earliest of SLURM's ``StartTime``/``Start`` and the first timed line of any job-output
 file (ranks, launcher, srun, NCCL), to the latest of ``EndTime``/``End`` and their last timed
-line, widened by ``MARGIN_BEFORE_S`` and ``MARGIN_AFTER_S``. Host events (kernel, scheduler
+line, widened by the margins of ``Reasoning`` (``window_margin_before_s``, ``window_margin_after_s``). Host events (kernel, scheduler
 daemons) outside it are demoted to context: shown in the verdict, never a root.
 
 Inside the window, some host lines are benign unless something follows from them: a port that
 went down and back, a corrected error, a cable event. Signatures mark those with
 ``sets = { needs_consequence = "1" }``; such an event stays a candidate only when an error of the
 job on the same host (a rank's error, or a peer's network error naming the host) follows within
-``CONSEQUENCE_WINDOW_S``.
+``Reasoning.consequence_window_s``.
 """
 
 from __future__ import annotations
@@ -20,14 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from firstfault.vocab import Event, Role
+from firstfault.vocab import Event, Role, settings
 
-# Host evidence a little before the first job line may still be the cause (a GPU lost while the
-# job's container started, a port down during rendezvous); five minutes covers start-up.
-MARGIN_BEFORE_S = 300.0
-# Kernel and daemon lines of the tear-down (an OOM kill logged as the job dies) trail the last job line.
-MARGIN_AFTER_S = 300.0
-CONSEQUENCE_WINDOW_S = 300.0
 CONTEXT = "context"
 
 
@@ -42,17 +36,17 @@ class JobWindow:
     def contains(self, ts: float | None) -> bool:
         if ts is None:
             return True
-        if self.start is not None and ts < self.start - MARGIN_BEFORE_S:
+        if self.start is not None and ts < self.start - settings.current().reasoning.window_margin_before_s:
             return False
-        return not (self.end is not None and ts > self.end + MARGIN_AFTER_S)
+        return not (self.end is not None and ts > self.end + settings.current().reasoning.window_margin_after_s)
 
     def describe(self) -> dict[str, object]:
         return {
             "start": self.start,
             "end": self.end,
             "from": self.how,
-            "margin_before_s": MARGIN_BEFORE_S,
-            "margin_after_s": MARGIN_AFTER_S,
+            "margin_before_s": settings.current().reasoning.window_margin_before_s,
+            "margin_after_s": settings.current().reasoning.window_margin_after_s,
         }
 
 
@@ -90,7 +84,7 @@ def demote_outside(events: Sequence[Event], window: JobWindow, job_files: set[st
 def _follows(cause: Event, e: Event, named_host: str | None) -> bool:
     if e is cause or e.role == Role.NOISE or e.severity not in ("error", "warning", "critical"):
         return False
-    if cause.ts is not None and e.ts is not None and not (0 <= e.ts - cause.ts <= CONSEQUENCE_WINDOW_S):
+    if cause.ts is not None and e.ts is not None and not (0 <= e.ts - cause.ts <= settings.current().reasoning.consequence_window_s):
         return False
     same_host = cause.host is not None and (e.host == cause.host or named_host == cause.host)
     return same_host and (e.rank is not None or named_host == cause.host)
