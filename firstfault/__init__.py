@@ -59,7 +59,30 @@ _EXPORTS = {
 # a public name that differs from the module's own (the stage module ``firstfault.discover`` owns that name)
 _ALIASES = {"discover_bundle": "discover"}
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [
+    "SCHEMA_VERSION",
+    "Action",
+    "BundleError",
+    "Category",
+    "ChainLink",
+    "Culprit",
+    "Event",
+    "FRAnalysis",
+    "FirstfaultError",
+    "Hypothesis",
+    "InputError",
+    "Layer",
+    "Role",
+    "SignatureError",
+    "Verdict",
+    "__version__",
+    "analyze",
+    "analyze_bundle",
+    "analyze_fr",
+    "discover_bundle",
+    "load_dumps",
+    "load_registry",
+]
 
 if TYPE_CHECKING:  # pragma: no cover - the names as a type checker sees them
     from firstfault.discover import discover as discover_bundle

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
-from firstfault.vocab import Event, Role, settings
+from firstfault.vocab import Event, Role, TsQuality, settings
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Timeline:
         return min(times) if times else None
 
 
-_QUALITY = {"exact": 3, "inherited": 2, "coarse": 1, "none": 0}
+_QUALITY = {TsQuality.EXACT: 3, TsQuality.INHERITED: 2, TsQuality.COARSE: 1, TsQuality.NONE: 0}
 
 
 def _score(e: Event) -> tuple[int, int, int]:
@@ -52,8 +52,11 @@ def _borrow_time(keep: Event, other: Event) -> None:
     if _QUALITY.get(other.ts_quality, 0) > _QUALITY.get(keep.ts_quality, 0):
         keep.ts, keep.ts_quality = other.ts, other.ts_quality
     elif (
-        keep.ts_quality == "inherited" and other.ts_quality == "coarse"
-        and other.ts is not None and keep.ts is not None and other.ts > keep.ts
+        keep.ts_quality == TsQuality.INHERITED
+        and other.ts_quality == TsQuality.COARSE
+        and other.ts is not None
+        and keep.ts is not None
+        and other.ts > keep.ts
     ):
         # an inherited time is only a lower bound (the last timed line above, maybe long before);
         # torchrun's error.json records the exception's own second. (A console copy's inherited
@@ -70,8 +73,10 @@ def _same_fact(a: Event, b: Event) -> bool:
         return True
     if a.attempt is not None and b.attempt is not None and a.attempt != b.attempt:
         return False
-    exact = a.ts_quality == "exact" and b.ts_quality == "exact"
-    return abs(a.ts - b.ts) <= (settings.current().reasoning.dup_window_s if exact else settings.current().reasoning.inherited_dup_window_s)
+    exact = a.ts_quality == TsQuality.EXACT and b.ts_quality == TsQuality.EXACT
+    return abs(a.ts - b.ts) <= (
+        settings.current().reasoning.dup_window_s if exact else settings.current().reasoning.inherited_dup_window_s
+    )
 
 
 def fold_duplicates(events: Sequence[Event]) -> tuple[list[Event], int]:
@@ -112,14 +117,14 @@ def _share_block_times(events: Sequence[Event], lines: int = 5) -> None:
             continue
         evs.sort(key=lambda e: e.line)
         for i, e in enumerate(evs):
-            if e.ts_quality != "inherited" or e.ts is None:
+            if e.ts_quality != TsQuality.INHERITED or e.ts is None:
                 continue
             for o in evs[max(0, i - 2) : i]:  # a report's first line lends to the lines below it
                 if o.role not in (Role.ROOT, Role.CASCADE) or o.signature.startswith(("cpp.terminate", "python.fatal")):
                     continue  # a tear-down dump or the dying process's abort is a later report of its own
                 close = e.line - o.line <= lines and o.ts is not None
                 # one report is printed at one moment: any bound on one line bounds them all
-                if close and o.ts_quality != "none" and o.ts > e.ts:  # type: ignore[operator]
+                if close and o.ts_quality != TsQuality.NONE and o.ts > e.ts:  # type: ignore[operator]
                     e.ts, e.ts_quality = o.ts, o.ts_quality
 
 
@@ -144,8 +149,6 @@ class Offset:
     seconds: float
     spread: float
     ranks: int
-
-
 
 
 def estimate_offsets(
@@ -207,9 +210,9 @@ def bound_inherited(events: Sequence[Event], end: float | None) -> None:
         evs.sort(key=lambda e: e.line)
         upper = end
         for e in reversed(evs):
-            if e.ts_quality == "exact" and e.ts is not None:
+            if e.ts_quality == TsQuality.EXACT and e.ts is not None:
                 upper = e.ts
-            elif e.ts_quality == "inherited" and e.ts is not None:
+            elif e.ts_quality == TsQuality.INHERITED and e.ts is not None:
                 e.ts_hi = max(e.ts, upper) if upper is not None else None
 
 

@@ -141,7 +141,6 @@ def sniff_ib(text: str) -> str | None:
     return None
 
 
-
 def sniff_kind(rel: str, head: bytes) -> str:
     """Classify one file by its path within the bundle and its first bytes."""
     name = rel.rsplit("/", 1)[-1]
@@ -190,9 +189,7 @@ def _safe_extract(archive: Path, dest: Path) -> list[str]:
                     warnings.append(f"{archive}: skipped member {name!r}: path leaves the archive root")
                     continue
                 if not (member.isfile() or member.isdir()):
-                    warnings.append(
-                        f"{archive}: skipped member {name!r}: links and devices are not extracted"
-                    )
+                    warnings.append(f"{archive}: skipped member {name!r}: links and devices are not extracted")
                     continue
                 if member.isdir():
                     target.mkdir(parents=True, exist_ok=True)
@@ -280,9 +277,7 @@ def _walk(root: Path, warnings: list[str]) -> list[tuple[Path, str]]:
                 if e.is_symlink():
                     target = p.resolve()
                     if not target.is_relative_to(root):
-                        warnings.append(
-                            f"{p.relative_to(root)}: symbolic link leads outside the bundle; not followed"
-                        )
+                        warnings.append(f"{p.relative_to(root)}: symbolic link leads outside the bundle; not followed")
                         continue
                     if target.is_dir():
                         continue  # no directory links: no loops

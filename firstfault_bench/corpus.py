@@ -92,8 +92,18 @@ def evaluate_case(case: Path) -> CorpusResult:
     except BundleError as exc:
         cat, got, summary, err = "error", [], "", str(exc)
     return CorpusResult(
-        case.name, str(label.get("project", "?")), split_of(case.name), str(label.get("category", "?")), ranks,
-        known, failed, cat, got, summary, time.perf_counter() - t0, err,
+        case.name,
+        str(label.get("project", "?")),
+        split_of(case.name),
+        str(label.get("category", "?")),
+        ranks,
+        known,
+        failed,
+        cat,
+        got,
+        summary,
+        time.perf_counter() - t0,
+        err,
     )
 
 
@@ -132,7 +142,11 @@ def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -
     s.add_column("measure")
     for split in ("all", "dev", "held-out"):
         s.add_column(split)
-    parts = {"all": rows, "dev": [r for r in rows if r.split == "dev"], "held-out": [r for r in rows if r.split != "dev"]}
+    parts = {
+        "all": rows,
+        "dev": [r for r in rows if r.split == "dev"],
+        "held-out": [r for r in rows if r.split != "dev"],
+    }
     tots = {k: totals(v) for k, v in parts.items()}
     for key in tots["all"]:
         s.add_row(key, *(tots[k][key] for k in ("all", "dev", "held-out")))
@@ -149,9 +163,14 @@ def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -
     if markdown is not None:
         lines = ["| measure | all | dev | held-out |", "|---|---|---|---|"]
         lines += [f"| {k} | {tots['all'][k]} | {tots['dev'][k]} | {tots['held-out'][k]} |" for k in tots["all"]]
-        lines += ["", "| case | split | label | firstfault | culprit label | culprit firstfault |", "|---|---|---|---|---|---|"]
         lines += [
-            f"| {r.name} | {r.split} | {r.truth_category} | {r.category} | {r.truth_ranks or '-'} | {r.ranks[:3] or '-'} |"
+            "",
+            "| case | split | label | firstfault | culprit label | culprit firstfault |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r.name} | {r.split} | {r.truth_category} | {r.category} "
+            f"| {r.truth_ranks or '-'} | {r.ranks[:3] or '-'} |"
             for r in rows
         ]
         markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -486,7 +486,3 @@ def bench_fr(
             for s in scale_results
         ],
     }
-
-
-
-

@@ -346,8 +346,6 @@ BUDGET_BYTES = 10 * 1024 * 1024
 BUDGET_OPEN_MS = 3000
 
 
-
-
 if __name__ == "__main__":  # python -m firstfault_bench.html [RANKS]
     import sys
 

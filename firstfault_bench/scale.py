@@ -86,8 +86,13 @@ def _sizes_for(count: int, sizes: Sequence[int]) -> list[int]:
 DEFAULT_SIZES = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 16384)
 
 
-def plan(count: int = 200, seed: int = 0, sizes: Sequence[int] = DEFAULT_SIZES,
-         kinds: Sequence[str] = FAULT_KINDS, pairs: float = 0.06) -> list[Scenario]:
+def plan(
+    count: int = 200,
+    seed: int = 0,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    kinds: Sequence[str] = FAULT_KINDS,
+    pairs: float = 0.06,
+) -> list[Scenario]:
     """``count`` scenarios: every kind at least at the small sizes, sizes spread as :func:`_sizes_for`."""
     rng = random.Random(seed)
     ks = list(kinds)
@@ -116,14 +121,26 @@ def plan(count: int = 200, seed: int = 0, sizes: Sequence[int] = DEFAULT_SIZES,
         if pair:
             kinds_.append(rng.choice([k for k in ks if KINDS[k].mode == "exit"]))
         timeout = rng.choice((600.0, 600.0, 900.0, 1800.0)) if world >= 1024 else rng.choice((120.0, 300.0, 600.0))
-        out.append(Scenario(
-            name=f"{len(out):03d}_{'+'.join(kinds_)}_{world}",
-            kinds=kinds_, hosts=hosts, gpus_per_host=gph, tp=tp, pp=pp, ep=ep, cp=cp, seed=seed * 100003 + i,
-            kill_on_bad_exit=rng.random() < 0.7, remote_errors=rng.random() < 0.6, noise=rng.choice((1, 1, 2)),
-            clock_skew_s=rng.choice((0.005, 0.05, 0.2, 1.0)), nccl_timeout_s=timeout,
-            steps=40 if world >= 4096 else rng.choice((40, 80, 160)),
-            second_after_s=rng.uniform(0.5, 20.0) if pair else 0.0,
-        ))
+        out.append(
+            Scenario(
+                name=f"{len(out):03d}_{'+'.join(kinds_)}_{world}",
+                kinds=kinds_,
+                hosts=hosts,
+                gpus_per_host=gph,
+                tp=tp,
+                pp=pp,
+                ep=ep,
+                cp=cp,
+                seed=seed * 100003 + i,
+                kill_on_bad_exit=rng.random() < 0.7,
+                remote_errors=rng.random() < 0.6,
+                noise=rng.choice((1, 1, 2)),
+                clock_skew_s=rng.choice((0.005, 0.05, 0.2, 1.0)),
+                nccl_timeout_s=timeout,
+                steps=40 if world >= 4096 else rng.choice((40, 80, 160)),
+                second_after_s=rng.uniform(0.5, 20.0) if pair else 0.0,
+            )
+        )
     return out
 
 
@@ -136,9 +153,17 @@ def _config(s: Scenario) -> Any:
     if len(s.kinds) > 1:
         specs.append(FaultSpec(s.kinds[1], at_s=first_at + s.second_after_s))
     return SimConfig(
-        hosts=s.hosts, gpus_per_host=s.gpus_per_host, layout=Layout(tp=s.tp, pp=s.pp, cp=s.cp, ep=s.ep),
-        nccl_timeout_s=s.nccl_timeout_s, seed=s.seed, clock_skew_s=s.clock_skew_s, noise=s.noise, steps=s.steps,
-        faults=tuple(specs), kill_on_bad_exit=s.kill_on_bad_exit, remote_errors=s.remote_errors,
+        hosts=s.hosts,
+        gpus_per_host=s.gpus_per_host,
+        layout=Layout(tp=s.tp, pp=s.pp, cp=s.cp, ep=s.ep),
+        nccl_timeout_s=s.nccl_timeout_s,
+        seed=s.seed,
+        clock_skew_s=s.clock_skew_s,
+        noise=s.noise,
+        steps=s.steps,
+        faults=tuple(specs),
+        kill_on_bad_exit=s.kill_on_bad_exit,
+        remote_errors=s.remote_errors,
     )
 
 
@@ -196,11 +221,17 @@ def score(truth: dict[str, Any], verdict: dict[str, Any]) -> dict[str, Any]:
     if truth.get("culprit_gpus") and key == "rank":
         gpu_ok = bool(gpus[:1] == truth["culprit_gpus"][:1] and hosts[:1] == truth["culprit_hosts"][:1])
     return {
-        "culprit_ok": bool(ok), "gpu_ok": gpu_ok,
+        "culprit_ok": bool(ok),
+        "gpu_ok": gpu_ok,
         "category_ok": v["category"] == truth["expected_category"],
         "action_ok": v["action"] == truth["expected_action"],
-        "got_ranks": ranks[:4], "got_hosts": hosts[:3], "got_gpus": gpus[:2], "got_links": links[:2],
-        "got_category": v["category"], "got_action": v["action"], "confidence": v.get("confidence", 0.0),
+        "got_ranks": ranks[:4],
+        "got_hosts": hosts[:3],
+        "got_gpus": gpus[:2],
+        "got_links": links[:2],
+        "got_category": v["category"],
+        "got_action": v["action"],
+        "confidence": v.get("confidence", 0.0),
     }
 
 
@@ -228,9 +259,15 @@ def run_one(s: Scenario, workdir: str, keep: bool = False) -> Result:
         root = verdict.get("root_event") or {}
         where = f"{root.get('file', '-')}:{root.get('line', '-')}"
         res.root = f"{root.get('signature', '-')} @ {where}: {str(root.get('text', ''))[:160]}"
-        res.detail = {"summary": verdict["verdict"]["summary"][:300], "kill_on_bad_exit": s.kill_on_bad_exit,
-                      "remote_errors": s.remote_errors, "layout": f"tp{s.tp} pp{s.pp} cp{s.cp} ep{s.ep}",
-                      "hosts": s.hosts, "faults": s.kinds, "timeouts": truth["timeouts"]}
+        res.detail = {
+            "summary": verdict["verdict"]["summary"][:300],
+            "kill_on_bad_exit": s.kill_on_bad_exit,
+            "remote_errors": s.remote_errors,
+            "layout": f"tp{s.tp} pp{s.pp} cp{s.cp} ep{s.ep}",
+            "hosts": s.hosts,
+            "faults": s.kinds,
+            "timeouts": truth["timeouts"],
+        }
     except Exception as exc:  # a scenario must not stop the benchmark; the table says what broke
         res.error = f"{type(exc).__name__}: {exc}"[:300]
     finally:
@@ -256,20 +293,29 @@ def render_accuracy(results: list[Result]) -> str:
     failed = f" ({len(results) - n} failed to run)" if n < len(results) else ""
     md = [f"# Cluster-scale accuracy: {n} scenarios{failed}", ""]
     gpu = [r for r in ok if r.gpu_ok is not None]
-    md += ["| measure | firstfault |", "|---|---|",
-           f"| culprit top-1 (rank / host / link / scheduler, by kind) | {_pct(sum(r.culprit_ok for r in ok), n)} |",
-           f"| GPU (where a GPU is blamed) | {_pct(sum(bool(r.gpu_ok) for r in gpu), len(gpu))} |",
-           f"| category | {_pct(sum(r.category_ok for r in ok), n)} |",
-           f"| action | {_pct(sum(r.action_ok for r in ok), n)} |", ""]
+    md += [
+        "| measure | firstfault |",
+        "|---|---|",
+        f"| culprit top-1 (rank / host / link / scheduler, by kind) | {_pct(sum(r.culprit_ok for r in ok), n)} |",
+        f"| GPU (where a GPU is blamed) | {_pct(sum(bool(r.gpu_ok) for r in gpu), len(gpu))} |",
+        f"| category | {_pct(sum(r.category_ok for r in ok), n)} |",
+        f"| action | {_pct(sum(r.action_ok for r in ok), n)} |",
+        "",
+    ]
     if ok:
-        md.append(f"mean time to verdict {sum(r.verdict_s for r in ok) / n:.2f} s, "
-                  f"max {max(r.verdict_s for r in ok):.1f} s (largest bundle {max(r.bundle_mb for r in ok):.0f} MB); "
-                  f"mean generation {sum(r.gen_s for r in ok) / n:.2f} s")
+        md.append(
+            f"mean time to verdict {sum(r.verdict_s for r in ok) / n:.2f} s, "
+            f"max {max(r.verdict_s for r in ok):.1f} s (largest bundle {max(r.bundle_mb for r in ok):.0f} MB); "
+            f"mean generation {sum(r.gen_s for r in ok) / n:.2f} s"
+        )
         md.append("")
     buckets = [b for b in (_bucket(lo) for lo, _ in SIZE_BUCKETS) if any(_bucket(r.world) == b for r in ok)]
-    md += ["## Culprit top-1 by fault kind and job size (ranks)", "",
-           "| kind | key | " + " | ".join(buckets) + " | all | category | action |",
-           "|---|---|" + "---|" * (len(buckets) + 3)]
+    md += [
+        "## Culprit top-1 by fault kind and job size (ranks)",
+        "",
+        "| kind | key | " + " | ".join(buckets) + " | all | category | action |",
+        "|---|---|" + "---|" * (len(buckets) + 3),
+    ]
     for kind in FAULT_KINDS:
         rs = [r for r in ok if r.kind == kind]
         if not rs:
@@ -278,37 +324,63 @@ def render_accuracy(results: list[Result]) -> str:
         for b in buckets:
             rb = [r for r in rs if _bucket(r.world) == b]
             cells.append(f"{sum(r.culprit_ok for r in rb)}/{len(rb)}" if rb else "-")
-        md.append(f"| {kind} | {KINDS[kind].culprit} | " + " | ".join(cells)
-                  + f" | {_pct(sum(r.culprit_ok for r in rs), len(rs))} | {sum(r.category_ok for r in rs)}/{len(rs)} | "
-                  f"{sum(r.action_ok for r in rs)}/{len(rs)} |")
+        md.append(
+            f"| {kind} | {KINDS[kind].culprit} | "
+            + " | ".join(cells)
+            + f" | {_pct(sum(r.culprit_ok for r in rs), len(rs))} | {sum(r.category_ok for r in rs)}/{len(rs)} | "
+            f"{sum(r.action_ok for r in rs)}/{len(rs)} |"
+        )
     cats = sorted({r.truth_category for r in ok} | {r.got_category for r in ok})
     conf: Counter[tuple[str, str]] = Counter((r.truth_category, r.got_category) for r in ok)
-    md += ["", "## Category confusion (rows: expected, columns: firstfault)", "",
-           "| expected \\ got | " + " | ".join(cats) + " |", "|---|" + "---|" * len(cats)]
+    md += [
+        "",
+        "## Category confusion (rows: expected, columns: firstfault)",
+        "",
+        "| expected \\ got | " + " | ".join(cats) + " |",
+        "|---|" + "---|" * len(cats),
+    ]
     for a in cats:
         if any(conf[(a, b)] for b in cats):
             md.append(f"| {a} | " + " | ".join(str(conf[(a, b)] or "") for b in cats) + " |")
     misses = [r for r in ok if not r.culprit_ok or not r.category_ok or not r.action_ok]
-    md += ["", f"## Misses ({len(misses)})", "",
-           "| scenario | expected culprit / category / action | firstfault | root event |", "|---|---|---|---|"]
+    md += [
+        "",
+        f"## Misses ({len(misses)})",
+        "",
+        "| scenario | expected culprit / category / action | firstfault | root event |",
+        "|---|---|---|---|",
+    ]
     for r in misses:
-        exp = (f"{r.key}: ranks {r.truth_ranks[:2]} hosts {r.truth_hosts[:1]}"
-               + (f" links {r.truth_links[:1]}" if r.truth_links else "") + f" / {r.truth_category} / {r.truth_action}")
+        exp = (
+            f"{r.key}: ranks {r.truth_ranks[:2]} hosts {r.truth_hosts[:1]}"
+            + (f" links {r.truth_links[:1]}" if r.truth_links else "")
+            + f" / {r.truth_category} / {r.truth_action}"
+        )
         got = f"ranks {r.got_ranks[:3]} hosts {r.got_hosts[:2]} / {r.got_category} / {r.got_action}"
         flags = (("C", not r.culprit_ok), ("K", not r.category_ok), ("A", not r.action_ok))
         marks = "".join(x for x, bad in flags if bad)
         kob = r.detail.get("kill_on_bad_exit")
-        md.append(f"| {r.scenario} ({marks}; {r.detail.get('layout')}, kill-on-bad-exit={kob}) "
-                  f"| {exp} | {got} | {r.root.replace('|', '/')} |")
+        md.append(
+            f"| {r.scenario} ({marks}; {r.detail.get('layout')}, kill-on-bad-exit={kob}) "
+            f"| {exp} | {got} | {r.root.replace('|', '/')} |"
+        )
     errs = [r for r in results if r.error]
     if errs:
         md += ["", "## Scenarios that did not run", ""] + [f"- {r.scenario}: {r.error}" for r in errs]
     return "\n".join(md) + "\n"
 
 
-def run_accuracy(out: Path, count: int = 200, seed: int = 0, jobs: int = 2, sizes: Sequence[int] | None = None,
-                 kinds: Sequence[str] | None = None, keep: bool = False, workdir: Path | None = None,
-                 progress: bool = True) -> list[Result]:
+def run_accuracy(
+    out: Path,
+    count: int = 200,
+    seed: int = 0,
+    jobs: int = 2,
+    sizes: Sequence[int] | None = None,
+    kinds: Sequence[str] | None = None,
+    keep: bool = False,
+    workdir: Path | None = None,
+    progress: bool = True,
+) -> list[Result]:
     scen = plan(count, seed, sizes or (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 16384), kinds or FAULT_KINDS)
     out.mkdir(parents=True, exist_ok=True)
     work = workdir or Path(tempfile.mkdtemp(prefix="ff-scale-", dir=os.environ.get("TMPDIR", "/tmp")))
@@ -347,8 +419,10 @@ def _run_star(args: tuple[Scenario, str, bool]) -> Result:
 
 def _progress_line(r: Result, i: int, n: int, t0: float) -> None:
     mark = "ok " if r.culprit_ok and not r.error else ("ERR" if r.error else "MISS")
-    sys.stderr.write(f"[{i}/{n} {time.perf_counter() - t0:6.0f}s] {mark} {r.scenario} gen {r.gen_s:.1f}s "
-                     f"verdict {r.verdict_s:.1f}s {r.bundle_mb:.0f}MB {r.error}\n")
+    sys.stderr.write(
+        f"[{i}/{n} {time.perf_counter() - t0:6.0f}s] {mark} {r.scenario} gen {r.gen_s:.1f}s "
+        f"verdict {r.verdict_s:.1f}s {r.bundle_mb:.0f}MB {r.error}\n"
+    )
 
 
 # ============================================================================ speed
@@ -438,7 +512,7 @@ def grep_bundle(files: list[str], pattern: str) -> tuple[float, float]:
     """``grep -E -c PATTERN`` over ``files`` in chunks (argv limits); total wall s, max RSS MB."""
     total, rss = 0.0, 0.0
     for i in range(0, len(files), 4000):
-        dt, r, _ = _wait(["grep", "-E", "-c", pattern, *files[i:i + 4000]])
+        dt, r, _ = _wait(["grep", "-E", "-c", pattern, *files[i : i + 4000]])
         total += dt
         rss = max(rss, r)
     return total, rss
@@ -457,22 +531,40 @@ def measure(bundle: Path, truth: dict[str, Any], limit_s: float = 0.0) -> dict[s
         b.close()
     grep_s, grep_rss = grep_bundle(files, _grep_pattern())
     with tempfile.TemporaryFile() as fh:
-        ff_s, ff_rss, rc = _wait([sys.executable, "-m", "firstfault.cli", "analyze", str(bundle), "--json"], fh,
-                                 limit_s)
+        ff_s, ff_rss, rc = _wait(
+            [sys.executable, "-m", "firstfault.cli", "analyze", str(bundle), "--json"], fh, limit_s
+        )
         fh.seek(0)
         try:
             verdict = json.loads(fh.read().decode("utf-8", "replace") or "{}")
         except ValueError:
             verdict = {}
     ok = bool(verdict) and score(truth, verdict)["culprit_ok"]
-    return {"files": len(files), "mb": mb, "grep_s": grep_s, "grep_rss_mb": grep_rss, "ff_s": ff_s,
-            "ff_rss_mb": ff_rss, "ff_total_s": float(verdict.get("stats", {}).get("total_s", 0.0) or 0.0),
-            "ratio": grep_s / ff_s if ff_s else 0.0, "correct": ok, "rc": rc}
+    return {
+        "files": len(files),
+        "mb": mb,
+        "grep_s": grep_s,
+        "grep_rss_mb": grep_rss,
+        "ff_s": ff_s,
+        "ff_rss_mb": ff_rss,
+        "ff_total_s": float(verdict.get("stats", {}).get("total_s", 0.0) or 0.0),
+        "ratio": grep_s / ff_s if ff_s else 0.0,
+        "correct": ok,
+        "rc": rc,
+    }
 
 
-def run_speed(out: Path, sizes: Sequence[int] = (1024, 4096, 16384), long_steps: Sequence[int] = (300, 1000),
-              steps: int = 60, kind: str = "dataloader_hang", seed: int = 0, workdir: Path | None = None,
-              keep: bool = False, limit_s: float = 0.0) -> list[SpeedRow]:
+def run_speed(
+    out: Path,
+    sizes: Sequence[int] = (1024, 4096, 16384),
+    long_steps: Sequence[int] = (300, 1000),
+    steps: int = 60,
+    kind: str = "dataloader_hang",
+    seed: int = 0,
+    workdir: Path | None = None,
+    keep: bool = False,
+    limit_s: float = 0.0,
+) -> list[SpeedRow]:
     """One bundle per size (``steps`` steps), then the largest size with ``long_steps``."""
     from firstfault_sim.cluster import Layout, SimConfig, simulate_cluster
 
@@ -482,18 +574,44 @@ def run_speed(out: Path, sizes: Sequence[int] = (1024, 4096, 16384), long_steps:
     runs = [(n, steps) for n in sizes] + [(max(sizes), s) for s in long_steps]
     for n, st in runs:
         bundle = work / f"{kind}_{n}_{st}"
-        cfg = SimConfig(hosts=n // 8, gpus_per_host=8, layout=Layout(tp=8, pp=4 if n >= 64 else 1),
-                        faults=(FaultSpec(kind, at_s=st * 2.0 * 0.5),), steps=st, seed=seed, kill_on_bad_exit=False,
-                        remote_errors=False, tee=2)
+        cfg = SimConfig(
+            hosts=n // 8,
+            gpus_per_host=8,
+            layout=Layout(tp=8, pp=4 if n >= 64 else 1),
+            faults=(FaultSpec(kind, at_s=st * 2.0 * 0.5),),
+            steps=st,
+            seed=seed,
+            kill_on_bad_exit=False,
+            remote_errors=False,
+            tee=2,
+        )
         t0 = time.perf_counter()
         truth = simulate_cluster(cfg, bundle)
         gen = time.perf_counter() - t0
         m = measure(bundle, truth, limit_s)
-        rows.append(SpeedRow(n, st, kind, m["files"], m["mb"], gen, m["grep_s"], m["grep_rss_mb"], m["ff_s"],
-                             m["ff_rss_mb"], m["ff_total_s"], m["ratio"], m["correct"], m["rc"],
-                             int(truth["bundle_bytes"]) / 1e6))
-        sys.stderr.write(f"{n} ranks x {st} steps: {m['mb']:.0f} MB text, gen {gen:.0f}s, grep {m['grep_s']:.1f}s, "
-                         f"firstfault {m['ff_s']:.1f}s ({m['ff_rss_mb']:.0f} MB), ratio {m['ratio']:.2f}\n")
+        rows.append(
+            SpeedRow(
+                n,
+                st,
+                kind,
+                m["files"],
+                m["mb"],
+                gen,
+                m["grep_s"],
+                m["grep_rss_mb"],
+                m["ff_s"],
+                m["ff_rss_mb"],
+                m["ff_total_s"],
+                m["ratio"],
+                m["correct"],
+                m["rc"],
+                int(truth["bundle_bytes"]) / 1e6,
+            )
+        )
+        sys.stderr.write(
+            f"{n} ranks x {st} steps: {m['mb']:.0f} MB text, gen {gen:.0f}s, grep {m['grep_s']:.1f}s, "
+            f"firstfault {m['ff_s']:.1f}s ({m['ff_rss_mb']:.0f} MB), ratio {m['ratio']:.2f}\n"
+        )
         (out / "scale_speed.json").write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
         if not keep:
             shutil.rmtree(bundle, ignore_errors=True)
@@ -505,74 +623,81 @@ def run_speed(out: Path, sizes: Sequence[int] = (1024, 4096, 16384), long_steps:
 
 
 def render_speed(rows: list[SpeedRow]) -> str:
-    md = ["# Cluster-scale speed: firstfault against grep -E over the same files", "",
-          "| ranks | steps | bundle MB | text MB | files | generate s | grep -E s | grep MB/s | firstfault s | "
-          "firstfault MB/s | ratio to grep | peak memory MB (PSS, process tree) | "
-          "time to verdict s (pipeline) | verdict right |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    md = [
+        "# Cluster-scale speed: firstfault against grep -E over the same files",
+        "",
+        "| ranks | steps | bundle MB | text MB | files | generate s | grep -E s | grep MB/s | firstfault s | "
+        "firstfault MB/s | ratio to grep | peak memory MB (PSS, process tree) | "
+        "time to verdict s (pipeline) | verdict right |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         ff = f"{r.ff_s:.1f}" if r.rc == 0 else f">{r.ff_s:.0f} (killed)" if r.rc < 0 else f"{r.ff_s:.1f} (rc {r.rc})"
-        md.append(f"| {r.ranks} | {r.steps} | {r.bundle_mb:.0f} | {r.mb:.0f} | {r.files} | {r.gen_s:.0f} | "
-                  f"{r.grep_s:.1f} | {r.mb / r.grep_s if r.grep_s else 0:.0f} | {ff} | "
-                  f"{r.mb / r.ff_s if r.ff_s else 0:.0f} | "
-                  f"{r.ratio:.3f} | {r.ff_rss_mb:.0f} | {r.ff_total_s:.1f} | {'yes' if r.correct else 'no'} |")
+        md.append(
+            f"| {r.ranks} | {r.steps} | {r.bundle_mb:.0f} | {r.mb:.0f} | {r.files} | {r.gen_s:.0f} | "
+            f"{r.grep_s:.1f} | {r.mb / r.grep_s if r.grep_s else 0:.0f} | {ff} | "
+            f"{r.mb / r.ff_s if r.ff_s else 0:.0f} | "
+            f"{r.ratio:.3f} | {r.ff_rss_mb:.0f} | {r.ff_total_s:.1f} | {'yes' if r.correct else 'no'} |"
+        )
     md.append("")
-    md.append("ratio = grep's wall time / firstfault's (1.0: as fast as grep -E); both read the same text files "
-              "(flight-recorder pickles are read by firstfault only). grep runs in chunks of 4,000 files (argv limit).")
+    md.append(
+        "ratio = grep's wall time / firstfault's (1.0: as fast as grep -E); both read the same text files "
+        "(flight-recorder pickles are read by firstfault only). grep runs in chunks of 4,000 files (argv limit)."
+    )
     return "\n".join(md) + "\n"
 
 
 # ============================================================================ PNG
 # A 5x7 bitmap font (digits, capitals, a few signs): enough for axis labels and legends.
 _FONT = {
-    '0': '.###.#...##..###.#.###..##...#.###.',
-    '1': '..#...##....#....#....#....#...###.',
-    '2': '.###.#...#....#...#...#...#...#####',
-    '3': '#####...#...#.....#.....##...#.###.',
-    '4': '...#...##..#.#.#..#.#####...#....#.',
-    '5': '######....####.....#....##...#.###.',
-    '6': '..##..#...#....####.#...##...#.###.',
-    '7': '#####....#...#...#...#....#....#...',
-    '8': '.###.#...##...#.###.#...##...#.###.',
-    '9': '.###.#...##...#.####....#...#..##..',
-    'A': '.###.#...##...#######...##...##...#',
-    'B': '####.#...##...#####.#...##...#####.',
-    'C': '.###.#...##....#....#....#...#.###.',
-    'D': '###..#..#.#...##...##...##..#.###..',
-    'E': '######....#....####.#....#....#####',
-    'F': '######....#....####.#....#....#....',
-    'G': '.###.#...##....#.####...##...#.####',
-    'H': '#...##...##...#######...##...##...#',
-    'I': '.###...#....#....#....#....#...###.',
-    'J': '..###...#....#....#....#.#..#..##..',
-    'K': '#...##..#.#.#..##...#.#..#..#.#...#',
-    'L': '#....#....#....#....#....#....#####',
-    'M': '#...###.###.#.##.#.##...##...##...#',
-    'N': '#...##...###..##.#.##..###...##...#',
-    'O': '.###.#...##...##...##...##...#.###.',
-    'P': '####.#...##...#####.#....#....#....',
-    'Q': '.###.#...##...##...##.#.##..#..##.#',
-    'R': '####.#...##...#####.#.#..#..#.#...#',
-    'S': '.#####....#.....###.....#....#####.',
-    'T': '#####..#....#....#....#....#....#..',
-    'U': '#...##...##...##...##...##...#.###.',
-    'V': '#...##...##...##...##...#.#.#...#..',
-    'W': '#...##...##...##.#.##.#.##.#.#.#.#.',
-    'X': '#...##...#.#.#...#...#.#.#...##...#',
-    'Y': '#...##...#.#.#...#....#....#....#..',
-    'Z': '#####....#...#...#...#...#....#####',
-    '.': '..........................##...##..',
-    '-': '...............#####...............',
-    '_': '..............................#####',
-    '/': '....#....#...#...#...#...#....#....',
-    ':': '......##...##........##...##.......',
-    '%': '##...##..#...#...#...#...#..##...##',
-    '(': '...#...#...#....#....#.....#.....#.',
-    ')': '.#.....#.....#....#....#...#...#...',
-    '+': '.......#....#..#####..#....#.......',
-    '=': '..........#####.....#####..........',
-    ' ': '...................................',
-    'x': '..........#...#.#.#...#...#.#.#...#',
+    "0": ".###.#...##..###.#.###..##...#.###.",
+    "1": "..#...##....#....#....#....#...###.",
+    "2": ".###.#...#....#...#...#...#...#####",
+    "3": "#####...#...#.....#.....##...#.###.",
+    "4": "...#...##..#.#.#..#.#####...#....#.",
+    "5": "######....####.....#....##...#.###.",
+    "6": "..##..#...#....####.#...##...#.###.",
+    "7": "#####....#...#...#...#....#....#...",
+    "8": ".###.#...##...#.###.#...##...#.###.",
+    "9": ".###.#...##...#.####....#...#..##..",
+    "A": ".###.#...##...#######...##...##...#",
+    "B": "####.#...##...#####.#...##...#####.",
+    "C": ".###.#...##....#....#....#...#.###.",
+    "D": "###..#..#.#...##...##...##..#.###..",
+    "E": "######....#....####.#....#....#####",
+    "F": "######....#....####.#....#....#....",
+    "G": ".###.#...##....#.####...##...#.####",
+    "H": "#...##...##...#######...##...##...#",
+    "I": ".###...#....#....#....#....#...###.",
+    "J": "..###...#....#....#....#.#..#..##..",
+    "K": "#...##..#.#.#..##...#.#..#..#.#...#",
+    "L": "#....#....#....#....#....#....#####",
+    "M": "#...###.###.#.##.#.##...##...##...#",
+    "N": "#...##...###..##.#.##..###...##...#",
+    "O": ".###.#...##...##...##...##...#.###.",
+    "P": "####.#...##...#####.#....#....#....",
+    "Q": ".###.#...##...##...##.#.##..#..##.#",
+    "R": "####.#...##...#####.#.#..#..#.#...#",
+    "S": ".#####....#.....###.....#....#####.",
+    "T": "#####..#....#....#....#....#....#..",
+    "U": "#...##...##...##...##...##...#.###.",
+    "V": "#...##...##...##...##...#.#.#...#..",
+    "W": "#...##...##...##.#.##.#.##.#.#.#.#.",
+    "X": "#...##...#.#.#...#...#.#.#...##...#",
+    "Y": "#...##...#.#.#...#....#....#....#..",
+    "Z": "#####....#...#...#...#...#....#####",
+    ".": "..........................##...##..",
+    "-": "...............#####...............",
+    "_": "..............................#####",
+    "/": "....#....#...#...#...#...#....#....",
+    ":": "......##...##........##...##.......",
+    "%": "##...##..#...#...#...#...#..##...##",
+    "(": "...#...#...#....#....#.....#.....#.",
+    ")": ".#.....#.....#....#....#...#...#...",
+    "+": ".......#....#..#####..#....#.......",
+    "=": "..........#####.....#####..........",
+    " ": "...................................",
+    "x": "..........#...#.#.#...#...#.#.#...#",
 }
 
 
@@ -586,13 +711,13 @@ class Canvas:
     def dot(self, x: int, y: int, c: tuple[int, int, int]) -> None:
         if 0 <= x < self.w and 0 <= y < self.h:
             i = (y * self.w + x) * 3
-            self.px[i:i + 3] = bytes(c)
+            self.px[i : i + 3] = bytes(c)
 
     def rect(self, x0: int, y0: int, x1: int, y1: int, c: tuple[int, int, int]) -> None:
         for y in range(max(0, min(y0, y1)), min(self.h, max(y0, y1) + 1)):
             for x in range(max(0, min(x0, x1)), min(self.w, max(x0, x1) + 1)):
                 i = (y * self.w + x) * 3
-                self.px[i:i + 3] = bytes(c)
+                self.px[i : i + 3] = bytes(c)
 
     def line(self, x0: int, y0: int, x1: int, y1: int, c: tuple[int, int, int], width: int = 1) -> None:
         dx, dy = abs(x1 - x0), -abs(y1 - y0)
@@ -625,21 +750,35 @@ class Canvas:
         return x
 
     def png(self) -> bytes:
-        raw = b"".join(b"\x00" + bytes(self.px[y * self.w * 3:(y + 1) * self.w * 3]) for y in range(self.h))
+        raw = b"".join(b"\x00" + bytes(self.px[y * self.w * 3 : (y + 1) * self.w * 3]) for y in range(self.h))
 
         def chunk(tag: bytes, data: bytes) -> bytes:
             return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
 
-        return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", self.w, self.h, 8, 2, 0, 0, 0))
-                + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+        return (
+            b"\x89PNG\r\n\x1a\n"
+            + chunk(b"IHDR", struct.pack(">IIBBBBB", self.w, self.h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw, 6))
+            + chunk(b"IEND", b"")
+        )
 
 
 COLORS = [(31, 119, 180), (214, 39, 40), (44, 160, 44), (148, 103, 189), (255, 127, 14)]
 
 
-def png_chart(path: Path, title: str, series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: str,
-              w: int = 640, h: int = 400, canvas: Canvas | None = None, ox: int = 0, oy: int = 0,
-              logy: bool = False) -> Canvas:
+def png_chart(
+    path: Path,
+    title: str,
+    series: dict[str, list[tuple[float, float]]],
+    xlabel: str,
+    ylabel: str,
+    w: int = 640,
+    h: int = 400,
+    canvas: Canvas | None = None,
+    ox: int = 0,
+    oy: int = 0,
+    logy: bool = False,
+) -> Canvas:
     """A line chart (points joined in x order) with axes, ticks and a legend; ``logy``: log10 y axis."""
     import math
 
@@ -666,7 +805,7 @@ def png_chart(path: Path, title: str, series: dict[str, list[tuple[float, float]
     cv.text(ox + 10, oy + 8, title, scale=2)
     cv.line(left, bottom, right, bottom, (0, 0, 0))
     cv.line(left, top, left, bottom, (0, 0, 0))
-    yticks = [10.0 ** e for e in range(int(y0), int(y1) + 1)] if logy else [y0 + (y1 - y0) * k / 4 for k in range(5)]
+    yticks = [10.0**e for e in range(int(y0), int(y1) + 1)] if logy else [y0 + (y1 - y0) * k / 4 for k in range(5)]
     for yv in yticks:
         cv.line(left - 4, Y(yv), left, Y(yv), (0, 0, 0))
         cv.line(left + 1, Y(yv), right, Y(yv), (225, 225, 225))
@@ -706,17 +845,59 @@ def _speed_png(rows: list[SpeedRow], path: Path) -> None:
         return
     cv = Canvas(1280, 800)
     gb = [(r.mb / 1000, r) for r in rows]
-    png_chart(path, "THROUGHPUT MB/S", {"FIRSTFAULT": [(g, r.mb / r.ff_s) for g, r in gb if r.ff_s],
-                                        "GREP -E": [(g, r.mb / r.grep_s) for g, r in gb if r.grep_s]},
-              "BUNDLE GB", "MB/S (LOG)", 640, 400, cv, 0, 0, logy=True)
-    png_chart(path, "RATIO TO GREP -E", {"GREP S / FIRSTFAULT S": [(g, r.ratio) for g, r in gb]},
-              "BUNDLE GB", "RATIO", 640, 400, cv, 640, 0)
-    png_chart(path, "TIME TO VERDICT S", {"FIRSTFAULT": [(g, r.ff_s) for g, r in gb],
-                                          "GREP -E": [(g, r.grep_s) for g, r in gb]},
-              "BUNDLE GB", "S (LOG)", 640, 400, cv, 0, 400, logy=True)
-    png_chart(path, "PEAK MEMORY MB (PSS)", {"FIRSTFAULT": [(g, r.ff_rss_mb) for g, r in gb],
-                                    "GREP -E": [(g, r.grep_rss_mb) for g, r in gb]},
-              "BUNDLE GB", "MB", 640, 400, cv, 640, 400)
+    png_chart(
+        path,
+        "THROUGHPUT MB/S",
+        {
+            "FIRSTFAULT": [(g, r.mb / r.ff_s) for g, r in gb if r.ff_s],
+            "GREP -E": [(g, r.mb / r.grep_s) for g, r in gb if r.grep_s],
+        },
+        "BUNDLE GB",
+        "MB/S (LOG)",
+        640,
+        400,
+        cv,
+        0,
+        0,
+        logy=True,
+    )
+    png_chart(
+        path,
+        "RATIO TO GREP -E",
+        {"GREP S / FIRSTFAULT S": [(g, r.ratio) for g, r in gb]},
+        "BUNDLE GB",
+        "RATIO",
+        640,
+        400,
+        cv,
+        640,
+        0,
+    )
+    png_chart(
+        path,
+        "TIME TO VERDICT S",
+        {"FIRSTFAULT": [(g, r.ff_s) for g, r in gb], "GREP -E": [(g, r.grep_s) for g, r in gb]},
+        "BUNDLE GB",
+        "S (LOG)",
+        640,
+        400,
+        cv,
+        0,
+        400,
+        logy=True,
+    )
+    png_chart(
+        path,
+        "PEAK MEMORY MB (PSS)",
+        {"FIRSTFAULT": [(g, r.ff_rss_mb) for g, r in gb], "GREP -E": [(g, r.grep_rss_mb) for g, r in gb]},
+        "BUNDLE GB",
+        "MB",
+        640,
+        400,
+        cv,
+        640,
+        400,
+    )
     path.write_bytes(cv.png())
 
 
@@ -739,5 +920,3 @@ def _accuracy_png(results: list[Result], path: Path) -> None:
 
 
 # ============================================================================ CLI (mounted by the lead)
-
-

@@ -244,8 +244,7 @@ PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubs
             encoding="utf-8",
         )
         # No cgroup plugin is configured; this file only keeps slurmd from looking elsewhere.
-        (r / "etc" / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\nIgnoreSystemd=yes\n",
-                                              encoding="utf-8")
+        (r / "etc" / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\nIgnoreSystemd=yes\n", encoding="utf-8")
         (r / "etc" / "plugstack.conf").write_text("", encoding="utf-8")
         key = r / "etc" / "munge.key"
         key.write_bytes(os.urandom(1024))
@@ -254,41 +253,68 @@ PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubs
     def _spawn(self, argv: Sequence[str], log_name: str) -> subprocess.Popen[bytes]:
         with open(self.log_dir / log_name, "ab") as fh:
             return subprocess.Popen(
-                list(argv), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=self.env, start_new_session=True,
+                list(argv),
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                start_new_session=True,
             )
 
     def start(self) -> None:
         """Write the config, start munged, slurmctld and the slurmds; wait until all idle."""
         miss = missing_binaries()
         if miss:
-            raise SlurmUnavailable(
-                f"missing {', '.join(miss)}; install Debian packages: {' '.join(APT_PACKAGES)}"
-            )
+            raise SlurmUnavailable(f"missing {', '.join(miss)}; install Debian packages: {' '.join(APT_PACKAGES)}")
         self.write_config()
         r = self.root
         self.munged = self._spawn(
-            [_which("munged"), "-F", "-f", f"--key-file={r}/etc/munge.key", f"--socket={self.munge_socket}",
-             f"--pid-file={r}/run/munged.pid", f"--seed-file={r}/run/munged.seed",
-             f"--log-file={self.log_dir}/munged.log"],
+            [
+                _which("munged"),
+                "-F",
+                "-f",
+                f"--key-file={r}/etc/munge.key",
+                f"--socket={self.munge_socket}",
+                f"--pid-file={r}/run/munged.pid",
+                f"--seed-file={r}/run/munged.seed",
+                f"--log-file={self.log_dir}/munged.log",
+            ],
             "munged.out",
         )
         self._wait(lambda: self.munge_socket.exists(), 15, "munged socket", [self.munged])
         # -i: ignore (absent) state files, a fresh cluster every time.
         self.ctld = self._spawn([_which("slurmctld"), "-D", "-i", "-f", str(self.conf)], "slurmctld.out")
-        self._wait(lambda: self.client("scontrol", "ping", check=False).returncode == 0
-                   and "UP" in self.client("scontrol", "ping", check=False).stdout,
-                   20, "slurmctld to answer", [self.ctld])
+        self._wait(
+            lambda: (
+                self.client("scontrol", "ping", check=False).returncode == 0
+                and "UP" in self.client("scontrol", "ping", check=False).stdout
+            ),
+            20,
+            "slurmctld to answer",
+            [self.ctld],
+        )
         for n in self.nodes:
             # Own UTS namespace: the node's processes see its name as their hostname.
             n.proc = self._spawn(
-                [_which("unshare"), "-u", "sh", "-c",
-                 'hostname "$1" && exec "$2" -D -N "$1" -f "$3"',
-                 "sh", n.name, _which("slurmd"), str(self.conf)],
+                [
+                    _which("unshare"),
+                    "-u",
+                    "sh",
+                    "-c",
+                    'hostname "$1" && exec "$2" -D -N "$1" -f "$3"',
+                    "sh",
+                    n.name,
+                    _which("slurmd"),
+                    str(self.conf),
+                ],
                 f"slurmd-{n.name}.out",
             )
-        self._wait(self._all_idle, self.start_timeout, "nodes to become idle",
-                   [p for p in [self.ctld, *(n.proc for n in self.nodes)] if p])
+        self._wait(
+            self._all_idle,
+            self.start_timeout,
+            "nodes to become idle",
+            [p for p in [self.ctld, *(n.proc for n in self.nodes)] if p],
+        )
         for n in self.nodes:
             if n.proc:
                 n.uts = self._slurmd_uts(n)
@@ -309,8 +335,7 @@ PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubs
             for p in procs:
                 if p.poll() is not None:
                     name = Path(str(p.args[0] if isinstance(p.args, list) else p.args)).name
-                    raise RuntimeError(f"{name} exited ({p.returncode}) while waiting for {what}; "
-                                       f"see {self.log_dir}")
+                    raise RuntimeError(f"{name} exited ({p.returncode}) while waiting for {what}; see {self.log_dir}")
             if cond():
                 return
             time.sleep(0.3)
@@ -367,7 +392,11 @@ PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubs
     ) -> subprocess.CompletedProcess[str]:
         """Run a SLURM client command against this cluster."""
         res = subprocess.run(
-            [_which(name), *args], env=self.env, capture_output=True, text=True, timeout=timeout,
+            [_which(name), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
             stdin=subprocess.DEVNULL,
         )
         if check and res.returncode != 0:
@@ -376,8 +405,12 @@ PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubs
 
     def sbatch(self, script: Path, env: dict[str, str] | None = None) -> int:
         res = subprocess.run(
-            [_which("sbatch"), "--parsable", str(script)], env={**self.env, **(env or {})},
-            capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+            [_which("sbatch"), "--parsable", str(script)],
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
         )
         m = _JOBID.match(res.stdout.strip())
         if res.returncode != 0 or not m:
@@ -400,8 +433,21 @@ PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubs
         raise TimeoutError(f"job {job_id} still {state} after {timeout:.0f}s (wanted {'/'.join(states)})")
 
     def wait_done(self, job_id: int, timeout: float) -> str:
-        return self.wait_state(job_id, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
-                                        "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"), timeout)
+        return self.wait_state(
+            job_id,
+            (
+                "COMPLETED",
+                "FAILED",
+                "CANCELLED",
+                "TIMEOUT",
+                "NODE_FAIL",
+                "OUT_OF_MEMORY",
+                "PREEMPTED",
+                "BOOT_FAIL",
+                "DEADLINE",
+            ),
+            timeout,
+        )
 
     def wait_output(self, path: Path, pattern: str, timeout: float) -> None:
         """Wait until the job's output file contains ``pattern`` (e.g. a training step)."""
@@ -442,15 +488,13 @@ PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubs
         b = job.bundle
         show = self.client("scontrol", "show", "job", str(job.job_id), check=False)
         (b / f"scontrol_show_job_{job.job_id}.txt").write_text(show.stdout + show.stderr, encoding="utf-8")
-        acct = self.client("sacct", "-c", "--parsable2", f"--format={SACCT_FORMAT}", "-j", str(job.job_id),
-                           check=False)
+        acct = self.client("sacct", "-c", "--parsable2", f"--format={SACCT_FORMAT}", "-j", str(job.job_id), check=False)
         (b / "sacct.txt").write_text(acct.stdout, encoding="utf-8")
         t1 = time.time()
         from firstfault.parse.slurm import expand_hostlist
 
         nodes = set(expand_hostlist(parse_kv(show.stdout).get("NodeList")))
-        _copy_job_lines(self.log_dir / "slurmctld.log", b / "slurmctld.log", job.job_id, job.submitted, t1,
-                        nodes)
+        _copy_job_lines(self.log_dir / "slurmctld.log", b / "slurmctld.log", job.job_id, job.submitted, t1, nodes)
         for n in self.nodes:
             src = self.log_dir / f"slurmd-{n.name}.log"
             if src.exists():
@@ -462,9 +506,7 @@ PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubs
 
 _NODE_REF = re.compile(r"\b(?:Nodes? (?=\S+ not responding)|failure of node |failed node )([^\s,]+)")
 _LOG_TS = re.compile(r"^\[(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.\d+)?\] ")
-_JOB_REF = re.compile(
-    r"(?:JobId=|job_id |StepId=|batch job |\bJOB |\bSTEP )(\d+)\b|\[(\d+)\.(?:\d+|batch|extern)\]"
-)
+_JOB_REF = re.compile(r"(?:JobId=|job_id |StepId=|batch job |\bJOB |\bSTEP )(\d+)\b|\[(\d+)\.(?:\d+|batch|extern)\]")
 
 
 def parse_kv(text: str) -> dict[str, str]:
@@ -490,7 +532,7 @@ def _copy_job_lines(src: Path, dst: Path, job_id: int, t0: float, t1: float, nod
         ts = datetime.fromisoformat(m[1]).astimezone().timestamp()
         if not t0 - 1 <= ts <= t1 + 1:
             continue
-        refs = {int(a or b) for a, b in _JOB_REF.findall(line[m.end():])}
+        refs = {int(a or b) for a, b in _JOB_REF.findall(line[m.end() :])}
         if refs and job_id not in refs:
             continue
         named = _NODE_REF.search(line)
@@ -522,12 +564,14 @@ def task_env(fr_dir: Path | None) -> dict[str, str]:
         "PYTHONWARNINGS": "ignore:Failed to initialize NumPy",
     }
     if fr_dir is not None:
-        env.update({
-            "TORCH_FR_BUFFER_SIZE": "64",
-            "TORCH_FR_DUMP_TEMP_FILE": str(fr_dir / FR_PREFIX_NAME),
-            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(fr_dir / FR_PREFIX_NAME),
-            "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
-        })
+        env.update(
+            {
+                "TORCH_FR_BUFFER_SIZE": "64",
+                "TORCH_FR_DUMP_TEMP_FILE": str(fr_dir / FR_PREFIX_NAME),
+                "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(fr_dir / FR_PREFIX_NAME),
+                "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+            }
+        )
     return env
 
 
@@ -559,7 +603,10 @@ def batch_script(
     recipe), so ranks 0..k-1 are on the first node and the agents host the store.
     """
     opts = [
-        f"--job-name={name}", f"--nodes={nodes}", f"--output={output}", "--no-requeue",
+        f"--job-name={name}",
+        f"--nodes={nodes}",
+        f"--output={output}",
+        "--no-requeue",
         f"--ntasks-per-node={tasks_per_node if launcher == 'srun' else 1}",
     ]
     if launcher == "torchrun":
@@ -634,23 +681,49 @@ def submit_torch(
     port = _free_ports(1)[0]
     name = f"ff-{scenario}"
     text = batch_script(
-        name=name, output=bundle / "slurm-%j.out", nodes=nodes, tasks_per_node=tasks_per_node,
-        fault=fault, rank=rank, step=step, steps=steps, pg_timeout=pg_timeout, seed=seed,
-        master_port=port, time_limit=time_limit, nodelist=nodelist, kill_on_bad_exit=kill_on_bad_exit,
-        launcher=launcher, log_dir=bundle,
+        name=name,
+        output=bundle / "slurm-%j.out",
+        nodes=nodes,
+        tasks_per_node=tasks_per_node,
+        fault=fault,
+        rank=rank,
+        step=step,
+        steps=steps,
+        pg_timeout=pg_timeout,
+        seed=seed,
+        master_port=port,
+        time_limit=time_limit,
+        nodelist=nodelist,
+        kill_on_bad_exit=kill_on_bad_exit,
+        launcher=launcher,
+        log_dir=bundle,
     )
     script = bundle / "job.sbatch"
     script.write_text(text, encoding="utf-8")
     job_id = cluster.sbatch(script, env=task_env(bundle / "fr" if launcher == "torchrun" else None))
-    rec = JobRecord(job_id, name, scenario, bundle, bundle / f"slurm-{job_id}.out", text,
-                    tasks_per_node=tasks_per_node)
-    rec.extra = {"fault": fault, "rank": rank, "step": step, "steps": steps, "pg_timeout_s": pg_timeout,
-                 "seed": seed, "nodes": nodes, "kill_on_bad_exit": kill_on_bad_exit, "launcher": launcher}
+    rec = JobRecord(job_id, name, scenario, bundle, bundle / f"slurm-{job_id}.out", text, tasks_per_node=tasks_per_node)
+    rec.extra = {
+        "fault": fault,
+        "rank": rank,
+        "step": step,
+        "steps": steps,
+        "pg_timeout_s": pg_timeout,
+        "seed": seed,
+        "nodes": nodes,
+        "kill_on_bad_exit": kill_on_bad_exit,
+        "launcher": launcher,
+    }
     return rec
 
 
-def write_truth(cluster: SlurmCluster, job: JobRecord, *, duration: float, culprit_hosts: Sequence[str] = (),
-                events: dict[str, Any] | None = None) -> Path:
+def write_truth(
+    cluster: SlurmCluster,
+    job: JobRecord,
+    *,
+    duration: float,
+    culprit_hosts: Sequence[str] = (),
+    events: dict[str, Any] | None = None,
+) -> Path:
     """truth.json in the torch simulator's schema, plus what SLURM adds (job, nodes, hosts)."""
     info = cluster.job_info(job.job_id)
     from firstfault.parse.slurm import expand_hostlist  # the same expansion the parser uses
@@ -665,8 +738,9 @@ def write_truth(cluster: SlurmCluster, job: JobRecord, *, duration: float, culpr
     else:
         kind = KINDS[fault]
         category, action, summary = kind.category, kind.action, kind.summary
-        plan = FaultPlan(fault, int(x["rank"]), int(x["step"]), len(nodes) * job.tasks_per_node,
-                         float(x["pg_timeout_s"]))
+        plan = FaultPlan(
+            fault, int(x["rank"]), int(x["step"]), len(nodes) * job.tasks_per_node, float(x["pg_timeout_s"])
+        )
         culprits = plan.culprit_ranks()
     layout = _block_layout(nodes, job.tasks_per_node)
     hosts = list(culprit_hosts) or sorted({layout[r] for r in culprits if r in layout})
@@ -741,20 +815,30 @@ def _finish(cluster: SlurmCluster, job: JobRecord, t0: float, timeout: float, **
 _STEP_RE = r"step \d+ loss"
 
 
-def run_torch_fault(cluster: SlurmCluster, bundle: Path, fault: str = "exception", rank: int = 1,
-                    step: int = 5, timeout: float = 150, launcher: str = "srun", **kw: Any) -> Path:
+def run_torch_fault(
+    cluster: SlurmCluster,
+    bundle: Path,
+    fault: str = "exception",
+    rank: int = 1,
+    step: int = 5,
+    timeout: float = 150,
+    launcher: str = "srun",
+    **kw: Any,
+) -> Path:
     """The torch workload with an injected fault, 2 nodes x 2 ranks, through srun -l."""
     t0 = time.time()
-    job = submit_torch(cluster, bundle, scenario=f"torch-{fault}", fault=fault, rank=rank, step=step,
-                       launcher=launcher, **kw)
+    job = submit_torch(
+        cluster, bundle, scenario=f"torch-{fault}", fault=fault, rank=rank, step=step, launcher=launcher, **kw
+    )
     return _finish(cluster, job, t0, timeout)
 
 
 def start_time_limit(cluster: SlurmCluster, bundle: Path, node: str = "node01") -> tuple[JobRecord, float]:
     """A healthy 2-rank torch job with far more steps than fit in ``--time=1``."""
     t0 = time.time()
-    job = submit_torch(cluster, bundle, scenario="time_limit", nodes=1, tasks_per_node=2, steps=5000,
-                       time_limit="1", nodelist=node)
+    job = submit_torch(
+        cluster, bundle, scenario="time_limit", nodes=1, tasks_per_node=2, steps=5000, time_limit="1", nodelist=node
+    )
     return job, t0
 
 
@@ -770,23 +854,22 @@ def run_time_limit(cluster: SlurmCluster, bundle: Path, node: str = "node01") ->
 def run_scancel(cluster: SlurmCluster, bundle: Path, node: str = "node01", after_steps: int = 3) -> Path:
     """A healthy 2-rank torch job cancelled with scancel once it is training."""
     t0 = time.time()
-    job = submit_torch(cluster, bundle, scenario="scancel", nodes=1, tasks_per_node=2, steps=5000,
-                       nodelist=node)
+    job = submit_torch(cluster, bundle, scenario="scancel", nodes=1, tasks_per_node=2, steps=5000, nodelist=node)
     cluster.wait_output(job.output, rf"step {after_steps} loss", 90)
     t_cancel = time.time()
     cluster.scancel(job.job_id)
     return _finish(cluster, job, t0, 60, events={"scancel_at": t_cancel})
 
 
-def run_node_failure(cluster: SlurmCluster, bundle: Path, victim: str = "node02",
-                     after_steps: int = 3) -> Path:
+def run_node_failure(cluster: SlurmCluster, bundle: Path, victim: str = "node02", after_steps: int = 3) -> Path:
     """A healthy 2x2 torch job; ``victim`` loses every process mid-training (a crashed host)."""
     t0 = time.time()
     job = submit_torch(cluster, bundle, scenario="node_failure", steps=5000)
     cluster.wait_output(job.output, rf"step {after_steps} loss", 90)
     t_fail = cluster.fail_node(victim)
-    return _finish(cluster, job, t0, 90, culprit_hosts=[victim], events={"node_failed": victim,
-                                                                         "node_failed_at": t_fail})
+    return _finish(
+        cluster, job, t0, 90, culprit_hosts=[victim], events={"node_failed": victim, "node_failed_at": t_fail}
+    )
 
 
 @contextlib.contextmanager
@@ -799,9 +882,15 @@ def cluster(root: Path | None = None, **kw: Any) -> Iterator[SlurmCluster]:
 SCENARIO_NAMES = ("torch", "time_limit", "scancel", "node_failure")
 
 
-def simulate_slurm(out: Path, scenarios: Sequence[str] = SCENARIO_NAMES, fault: str = "exception",
-                   rank: int = 1, step: int = 5, keep_state: bool = False,
-                   launcher: str = "srun") -> list[Path]:
+def simulate_slurm(
+    out: Path,
+    scenarios: Sequence[str] = SCENARIO_NAMES,
+    fault: str = "exception",
+    rank: int = 1,
+    step: int = 5,
+    keep_state: bool = False,
+    launcher: str = "srun",
+) -> list[Path]:
     """Run the chosen scenarios on a fresh cluster; one bundle directory each under ``out``.
 
     The time-limit job is started first and collected last: its minute runs while the others do.
@@ -816,8 +905,11 @@ def simulate_slurm(out: Path, scenarios: Sequence[str] = SCENARIO_NAMES, fault: 
     with SlurmCluster(state) as c:
         pending = start_time_limit(c, out / "time_limit") if "time_limit" in scenarios else None
         if "torch" in scenarios:
-            made.append(run_torch_fault(c, out / f"torch_{fault}_{launcher}", fault=fault, rank=rank,
-                                        step=step, launcher=launcher))
+            made.append(
+                run_torch_fault(
+                    c, out / f"torch_{fault}_{launcher}", fault=fault, rank=rank, step=step, launcher=launcher
+                )
+            )
         if "scancel" in scenarios:
             made.append(run_scancel(c, out / "scancel"))
         if "node_failure" in scenarios:

@@ -60,8 +60,7 @@ def _torchrun_argv0() -> list[str]:
 
 def _backend(nproc: int) -> str:
     """NCCL when every local rank can have its own GPU, else gloo on CPU."""
-    if (torch.cuda.is_available() and torch.distributed.is_nccl_available()
-            and torch.cuda.device_count() >= nproc):
+    if torch.cuda.is_available() and torch.distributed.is_nccl_available() and torch.cuda.device_count() >= nproc:
         return "nccl"
     return "gloo"
 
@@ -79,24 +78,40 @@ def build_command(
     """The exact torchrun command line (recorded verbatim in truth.json)."""
     cmd = [
         *_torchrun_argv0(),
-        "--nnodes", "1",
-        "--nproc-per-node", str(nproc),
-        "--rdzv-backend", "c10d",
-        "--rdzv-endpoint", f"127.0.0.1:{port}",
-        "--rdzv-id", f"ff-{plan.kind}-{seed}",
-        "--max-restarts", str(max_restarts),
-        "--log-dir", str(logs_dir),
-        "--tee", "3",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(nproc),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+        "--rdzv-id",
+        f"ff-{plan.kind}-{seed}",
+        "--max-restarts",
+        str(max_restarts),
+        "--log-dir",
+        str(logs_dir),
+        "--tee",
+        "3",
     ]
     cmd += [
-        "-m", "firstfault_sim.workload",
-        "--fault", plan.kind,
-        "--fault-rank", str(plan.rank),
-        "--fault-step", str(plan.step),
-        "--steps", str(steps),
-        "--pg-timeout", f"{plan.pg_timeout_s:g}",
-        "--seed", str(seed),
-        "--backend", backend,
+        "-m",
+        "firstfault_sim.workload",
+        "--fault",
+        plan.kind,
+        "--fault-rank",
+        str(plan.rank),
+        "--fault-step",
+        str(plan.step),
+        "--steps",
+        str(steps),
+        "--pg-timeout",
+        f"{plan.pg_timeout_s:g}",
+        "--seed",
+        str(seed),
+        "--backend",
+        backend,
     ]
     return cmd
 
@@ -188,8 +203,7 @@ def _kill_known(known: dict[int, str]) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-def _run_bounded(cmd: list[str], env: dict[str, str], log_path: Path, cwd: Path,
-                 wall_limit: float) -> tuple[int, bool]:
+def _run_bounded(cmd: list[str], env: dict[str, str], log_path: Path, cwd: Path, wall_limit: float) -> tuple[int, bool]:
     """Run ``cmd`` in its own session; on wall-limit or interrupt kill everything it started.
 
     Returns (exit code, timed_out). While it runs we keep a list of its descendants so
@@ -199,8 +213,14 @@ def _run_bounded(cmd: list[str], env: dict[str, str], log_path: Path, cwd: Path,
     known: dict[int, str] = {}
     with open(log_path, "wb") as log_fh:
         proc = subprocess.Popen(
-            cmd, stdout=log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env, cwd=cwd, start_new_session=True, preexec_fn=_child_setup,
+            cmd,
+            stdout=log_fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=_child_setup,
         )
         deadline = time.monotonic() + wall_limit
         try:

@@ -228,8 +228,7 @@ class SyntheticClassification(Dataset[tuple[torch.Tensor, torch.Tensor, torch.Te
 class Parallel:
     """The process groups of this rank and helpers that run collectives through the watchdog."""
 
-    def __init__(self, rank: int, world: int, tp: int, timeout: timedelta,
-                 watchdog: FlightRecorderWatchdog) -> None:
+    def __init__(self, rank: int, world: int, tp: int, timeout: timedelta, watchdog: FlightRecorderWatchdog) -> None:
         self.rank = rank
         self.world = world
         self.tp = tp
@@ -373,7 +372,7 @@ def _unflatten_into(flat: torch.Tensor, tensors: Sequence[torch.Tensor]) -> None
     offset = 0
     for t in tensors:
         n = t.numel()
-        t.copy_(flat[offset:offset + n].view_as(t))
+        t.copy_(flat[offset : offset + n].view_as(t))
         offset += n
 
 
@@ -439,8 +438,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     log.info(
         "start world_size=%d rank=%d local_rank=%d hostname=%s pid=%d attempt=%d backend=%s "
         "pg_timeout_s=%g tp_group=%s dp_group=%s steps=%d",
-        world, rank, local_rank, socket.gethostname(), os.getpid(), attempt, backend,
-        args.pg_timeout, par.tp_ranks, par.dp_ranks, args.steps,
+        world,
+        rank,
+        local_rank,
+        socket.gethostname(),
+        os.getpid(),
+        attempt,
+        backend,
+        args.pg_timeout,
+        par.tp_ranks,
+        par.dp_ranks,
+        args.steps,
     )
 
     try:
@@ -506,9 +514,9 @@ def _train(args: argparse.Namespace, plan: FaultPlan, par: Parallel, device: tor
         flat = _flat(grads)
         n = faults.desync_grad_elems(plan, par.rank, step, flat.numel())
         bucket = torch.zeros(n, device=device)
-        bucket[:min(n, flat.numel())] = flat[:n]
+        bucket[: min(n, flat.numel())] = flat[:n]
         par.collective("grad all_reduce", dist.all_reduce, bucket)
-        flat[:min(n, flat.numel())] = bucket[:flat.numel()] / par.world
+        flat[: min(n, flat.numel())] = bucket[: flat.numel()] / par.world
         _unflatten_into(flat, grads)
         optim.step()
 
@@ -521,8 +529,12 @@ def _train(args: argparse.Namespace, plan: FaultPlan, par: Parallel, device: tor
         # step_time_ms is equal, but only the slow rank has high compute_ms / low comm_ms.
         log.info(
             "step %d loss %.4f step_time_ms %.1f data_ms %.1f compute_ms %.1f comm_ms %.1f",
-            step, float(metric) / len(par.dp_ranks), total_s * 1e3, data_s * 1e3,
-            (total_s - data_s - par.comm_s) * 1e3, par.comm_s * 1e3,
+            step,
+            float(metric) / len(par.dp_ranks),
+            total_s * 1e3,
+            data_s * 1e3,
+            (total_s - data_s - par.comm_s) * 1e3,
+            par.comm_s * 1e3,
         )
     log.info("training complete steps=%d", args.steps)
 

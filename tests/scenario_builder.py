@@ -71,9 +71,7 @@ def host_ranks(host: str) -> list[int]:
 
 
 def write_topology(bundle: Path, nranks: int = NPROC) -> None:
-    rows = [
-        {"rank": r, "host": place(r)[0], "gpu": place(r)[1], "local_rank": place(r)[2]} for r in range(nranks)
-    ]
+    rows = [{"rank": r, "host": place(r)[0], "gpu": place(r)[1], "local_rank": place(r)[2]} for r in range(nranks)]
     hosts = {h: {"ips": [IPS[h]]} for h in HOSTS}
     (bundle / "topology.json").write_text(json.dumps({"ranks": rows, "hosts": hosts}, indent=1) + "\n")
 
@@ -82,9 +80,7 @@ def write_topology(bundle: Path, nranks: int = NPROC) -> None:
 # What the real torch bundle says about each rank (read here, independently of firstfault)
 
 _ASCTIME = re.compile(r"^(?P<d>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(?P<ms>\d{3}) ")
-_GLOG = re.compile(
-    r"(?P<pre>(?:^|[\[\s:]))(?P<sev>[IWEF])(?P<md>\d{4}) (?P<t>\d{2}:\d{2}:\d{2})\.(?P<us>\d{6})"
-)
+_GLOG = re.compile(r"(?P<pre>(?:^|[\[\s:]))(?P<sev>[IWEF])(?P<md>\d{4}) (?P<t>\d{2}:\d{2}:\d{2})\.(?P<us>\d{6})")
 _FAILURE = re.compile(
     r"time\s*:\s*(?P<d>\d{4}-\d{2}-\d{2})_(?P<t>\d{2}:\d{2}:\d{2})\s*\n\s*host\s*:[^\n]*\n"
     r"\s*rank\s*:\s*(?P<rank>\d+) \(local_rank: \d+\)\s*\n"
@@ -158,9 +154,7 @@ def copy_bundle(src: Path, dst: Path, drop: Sequence[str] = ()) -> Path:
 # Kernel-log fixtures: real lines, re-timed and re-placed
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_K_CTIME = re.compile(
-    r"^\[(?:\w{3} )?(?P<mon>\w{3}) +(?P<d>\d+) (?P<t>\d\d:\d\d:\d\d) (?P<y>\d{4})\] (?P<msg>.*)$"
-)
+_K_CTIME = re.compile(r"^\[(?:\w{3} )?(?P<mon>\w{3}) +(?P<d>\d+) (?P<t>\d\d:\d\d:\d\d) (?P<y>\d{4})\] (?P<msg>.*)$")
 _K_MONO = re.compile(r"^(?P<stamp>\[\s*(?P<mono>\d+\.\d+)\] )(?P<msg>.*)$")
 _K_SYSLOG = re.compile(
     r"^(?P<mon>\w{3}) +(?P<d>\d+) (?P<t>\d\d:\d\d:\d\d)(?:\.\d+)? (?P<host>\S+) kernel: "
@@ -323,8 +317,14 @@ class Built:
 
 
 def build_kernel_scenario(
-    base: Path, out: Path, parts_of: PartsOf, fmt: str, name: str,
-    culprit: int, shift: float = 0.0, drop: Sequence[str] = (),
+    base: Path,
+    out: Path,
+    parts_of: PartsOf,
+    fmt: str,
+    name: str,
+    culprit: int,
+    shift: float = 0.0,
+    drop: Sequence[str] = (),
 ) -> Built:
     """Copy a torch bundle, place its ranks on hosts, add a kernel log on the culprit's host."""
     bundle = copy_bundle(base, out, drop)
@@ -423,8 +423,14 @@ def build_skew(base: Path, out: Path, seconds: float) -> Built:
     """
     culprit = BASES["sigkill"]["rank"]
     built = build_kernel_scenario(
-        base, out, _xid_parts("xid79_akash209.dmesg", "): 79,"), "ctime", "dmesg.log", culprit,
-        shift=seconds, drop=("launcher.log",),
+        base,
+        out,
+        _xid_parts("xid79_akash209.dmesg", "): 79,"),
+        "ctime",
+        "dmesg.log",
+        culprit,
+        shift=seconds,
+        drop=("launcher.log",),
     )
     changed = shift_host_files(built.path, "gpu-b", seconds)
     built.notes.append(f"gpu-b clock {seconds:+.0f} s: {len(changed)} rank files and its kernel log shifted")
@@ -577,8 +583,9 @@ def _xid_action(x: int) -> str:
     return str(lookup(x).event_action)
 
 
-def _kernel(fixture: str, key: str, fmt: str, name: str, base: str = "sigkill", pid: bool = False
-            ) -> Callable[[Path | None, Path], Built]:
+def _kernel(
+    fixture: str, key: str, fmt: str, name: str, base: str = "sigkill", pid: bool = False
+) -> Callable[[Path | None, Path], Built]:
     def build(b: Path | None, out: Path) -> Built:
         assert b is not None
         return build_kernel_scenario(b, out, _xid_parts(fixture, key, pid), fmt, name, BASES[base]["rank"])
@@ -595,14 +602,18 @@ def scenarios() -> list[Scenario]:
 
     def hw(x: int, fixture: str, fmt: str, name: str, pid: bool = False) -> Scenario:
         return Scenario(
-            f"xid{x}", f"Xid {x} on the culprit's GPU ({fmt})", "sigkill",
+            f"xid{x}",
+            f"Xid {x} on the culprit's GPU ({fmt})",
+            "sigkill",
             _kernel(fixture, f"): {x},", fmt, name, pid=pid),
             Expect("gpu_hardware", _xid_action(x), k, kh, kg, root_xid=str(x)),
         )
 
     def app(x: int, fixture: str, fmt: str, pid: bool) -> Scenario:
         return Scenario(
-            f"xid{x}_app", f"Xid {x} with the rank's own exception", "exception",
+            f"xid{x}_app",
+            f"Xid {x} with the rank's own exception",
+            "exception",
             _kernel(fixture, f"): {x},", fmt, "dmesg.log", base="exception", pid=pid),
             Expect("application_error", "stop", e, eh, not_category="gpu_hardware"),
         )
@@ -638,20 +649,49 @@ def scenarios() -> list[Scenario]:
         hw(119, "xid119_gpud.dmesg", "ctime", "dmesg.log"),
         app(13, "xid13_gpud.dmesg", "iso", pid=False),
         app(31, "xid31_tinygrad6947.dmesg", "mono", pid=True),
-        Scenario("xid79_45", "Xid 79 then Xid 45 on the same GPU", "sigkill", xid45,
-                 Expect("gpu_hardware", _xid_action(79), k, kh, kg, root_xid="79", consequence_xid="45")),
-        Scenario("ib_flap", "RoCE port down on gpu-b, NCCL errors on both hosts", "hang", flap,
-                 Expect("network", "exclude_and_restart", host="gpu-b", link="gpu-a<->gpu-b:mlx5_0/1")),
-        Scenario("host_oom", "OOM killer takes the culprit's pid", "sigkill", oom,
-                 Expect("host_oom", "stop", k, kh)),
-        Scenario("slurm_time_limit", "SLURM time limit (real capture)", "slurm", slurm("time_limit"),
-                 Expect("scheduler", "restart")),
-        Scenario("slurm_node_failure", "SLURM node failure (real capture)", "slurm", slurm("node_failure"),
-                 Expect("scheduler", "exclude_and_restart", host="node02")),
-        Scenario("skew_plus30", f"Xid 79, gpu-b clock +{SKEW_S:.0f} s", "sigkill", skew(SKEW_S),
-                 Expect("gpu_hardware", _xid_action(79), k, kh, kg, root_xid="79", skew=-SKEW_S)),
-        Scenario("skew_minus30", f"Xid 79, gpu-b clock -{SKEW_S:.0f} s", "sigkill", skew(-SKEW_S),
-                 Expect("gpu_hardware", _xid_action(79), k, kh, kg, root_xid="79", skew=SKEW_S)),
+        Scenario(
+            "xid79_45",
+            "Xid 79 then Xid 45 on the same GPU",
+            "sigkill",
+            xid45,
+            Expect("gpu_hardware", _xid_action(79), k, kh, kg, root_xid="79", consequence_xid="45"),
+        ),
+        Scenario(
+            "ib_flap",
+            "RoCE port down on gpu-b, NCCL errors on both hosts",
+            "hang",
+            flap,
+            Expect("network", "exclude_and_restart", host="gpu-b", link="gpu-a<->gpu-b:mlx5_0/1"),
+        ),
+        Scenario("host_oom", "OOM killer takes the culprit's pid", "sigkill", oom, Expect("host_oom", "stop", k, kh)),
+        Scenario(
+            "slurm_time_limit",
+            "SLURM time limit (real capture)",
+            "slurm",
+            slurm("time_limit"),
+            Expect("scheduler", "restart"),
+        ),
+        Scenario(
+            "slurm_node_failure",
+            "SLURM node failure (real capture)",
+            "slurm",
+            slurm("node_failure"),
+            Expect("scheduler", "exclude_and_restart", host="node02"),
+        ),
+        Scenario(
+            "skew_plus30",
+            f"Xid 79, gpu-b clock +{SKEW_S:.0f} s",
+            "sigkill",
+            skew(SKEW_S),
+            Expect("gpu_hardware", _xid_action(79), k, kh, kg, root_xid="79", skew=-SKEW_S),
+        ),
+        Scenario(
+            "skew_minus30",
+            f"Xid 79, gpu-b clock -{SKEW_S:.0f} s",
+            "sigkill",
+            skew(-SKEW_S),
+            Expect("gpu_hardware", _xid_action(79), k, kh, kg, root_xid="79", skew=SKEW_S),
+        ),
     ]
 
 
@@ -683,8 +723,10 @@ def check(v: Any, exp: Expect) -> list[str]:
         bad.append(f"top link {c.links[:1]} != [{exp.link}]")
     root = v.root_event
     if exp.root_xid is not None and (root is None or root.fields.get("xid") != exp.root_xid):
-        bad.append(f"root {root.signature if root else None} (xid {root.fields.get('xid') if root else None})"
-                   f" is not the Xid {exp.root_xid} line")
+        bad.append(
+            f"root {root.signature if root else None} (xid {root.fields.get('xid') if root else None})"
+            f" is not the Xid {exp.root_xid} line"
+        )
     if exp.consequence_xid is not None:
         links = [lk for lk in v.causal_chain if lk.event.fields.get("xid") == exp.consequence_xid]
         if not links:

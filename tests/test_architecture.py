@@ -64,7 +64,11 @@ def imports(path: Path) -> set[str]:
                 name = node.module or ""
             if name.split(".")[0] in ("firstfault", *BESIDE):
                 out.add(name)
-                out.update(f"{name}.{a.name}" for a in node.names if (ROOT / (name + "." + a.name).replace(".", "/")).with_suffix(".py").exists())
+                out.update(
+                    f"{name}.{a.name}"
+                    for a in node.names
+                    if (ROOT / (name + "." + a.name).replace(".", "/")).with_suffix(".py").exists()
+                )
     return out
 
 
@@ -84,7 +88,9 @@ def test_no_upward_imports() -> None:
     upward = [
         f"{a} -> {b}"
         for a, b in g.edges
-        if b.split(".")[0] == "firstfault" and layer(b) > layer(a) and not (a == "firstfault" and b.startswith("firstfault."))
+        if b.split(".")[0] == "firstfault"
+        and layer(b) > layer(a)
+        and not (a == "firstfault" and b.startswith("firstfault."))
     ]
     assert upward == []
 
@@ -114,7 +120,9 @@ def test_only_the_command_line_imports_typer() -> None:
 
 def test_vocabulary_imports_nothing_of_the_project() -> None:
     g = graph()
-    bad = [f"{a} -> {b}" for a, b in g.edges if a.startswith("firstfault.vocab") and not b.startswith("firstfault.vocab")]
+    bad = [
+        f"{a} -> {b}" for a, b in g.edges if a.startswith("firstfault.vocab") and not b.startswith("firstfault.vocab")
+    ]
     assert bad == []
 
 

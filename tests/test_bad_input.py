@@ -55,9 +55,7 @@ def test_binary_beside_logs_is_a_warning(tmp_path: Path) -> None:
 
 
 def test_non_utf8_and_truncated_line(tmp_path: Path) -> None:
-    data = (
-        b"2026-12-02 10:00:00,000 caf\xe9 \xff\xfe\n" + b"RuntimeError: boom \xc3\x28 trailing"
-    )  # no final newline
+    data = b"2026-12-02 10:00:00,000 caf\xe9 \xff\xfe\n" + b"RuntimeError: boom \xc3\x28 trailing"  # no final newline
     (tmp_path / "app.log").write_bytes(data)
     v = analyze(tmp_path)
     assert v.root_event is not None and "boom" in v.root_event.text

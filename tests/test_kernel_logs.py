@@ -74,9 +74,7 @@ def _utc(y: int, mo: int, d: int, h: int, mi: int, sec: int) -> float:
         ),
     ],
 )
-def test_every_kernel_log_format(
-    line: str, fmt: str, wall: float | None, mono: float | None, host: str | None
-) -> None:
+def test_every_kernel_log_format(line: str, fmt: str, wall: float | None, mono: float | None, host: str | None) -> None:
     kl = parse_line(line, 2025)
     assert kl.msg == XID_MSG
     assert kl.fmt == fmt
@@ -140,9 +138,7 @@ def test_boot_time_anchors() -> None:
     assert find_anchor(["btime 1753325000"])[0] == 1753325000.0
     assert find_anchor(["# host=dgx07"])[2] == "dgx07"
     # audit record under a monotonic stamp (gpud testdata pkg_pstore_7530486857247_dmesg.txt)
-    boot, how, _ = find_anchor(
-        ['<5>[   13.715408] audit: type=1400 audit(1753325017.308:2): apparmor="STATUS"']
-    )
+    boot, how, _ = find_anchor(['<5>[   13.715408] audit: type=1400 audit(1753325017.308:2): apparmor="STATUS"'])
     assert how == "audit record" and boot == pytest.approx(1753325017.308 - 13.715408)
 
 

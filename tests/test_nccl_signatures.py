@@ -71,11 +71,7 @@ def test_ib_completion_error_old_and_new_wordings(reg: Registry) -> None:
         "opcode=1 len=0 vendor err 129 (Send) localGid ::ffff:29.87.4.221 "
         "remoteGids::ffff:29.87.88.182",
     )
-    assert (
-        sid == "nccl.ib_completion_error"
-        and f["req_type"] == "Send"
-        and f["remote_gid"] == "::ffff:29.87.88.182"
-    )
+    assert sid == "nccl.ib_completion_error" and f["req_type"] == "Send" and f["remote_gid"] == "::ffff:29.87.88.182"
     # NCCL 2.28+ (p2p.cc ncclIbLogCompletionWithError; public 2.29 log)
     sid, f = _match(
         reg,
@@ -102,9 +98,7 @@ def test_async_events(reg: Registry) -> None:
     sid, _ = _match(reg, "NET/IB : Got async event : port active")
     assert sid == "nccl.ib_async_port_active" and reg.by_id[sid].role is Role.NOISE
     # public EFA/NCCL notes
-    sid, f = _match(
-        reg, "NET/IB: ibp198s0f0:1 async fatal event on QP: local access violation work queue error"
-    )
+    sid, f = _match(reg, "NET/IB: ibp198s0f0:1 async fatal event on QP: local access violation work queue error")
     assert sid == "nccl.ib_async_fatal" and (f["ib_dev"], f["ib_port"], f["ib_object"]) == (
         "ibp198s0f0",
         "1",
@@ -115,8 +109,7 @@ def test_async_events(reg: Registry) -> None:
 def test_nccl_errors_and_watchdog(reg: Registry) -> None:
     sid, _ = _match(
         reg,
-        "ncclRemoteError: A call failed possibly due to a network error or a remote process "
-        "exiting prematurely.",
+        "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
     )
     assert sid == "nccl.error.remote" and reg.by_id[sid].category is Category.NETWORK
     sid, _ = _match(
@@ -155,11 +148,7 @@ def test_nccl_errors_and_watchdog(reg: Registry) -> None:
         "terminated with exception: NCCL error: remote process exited or there was a network "
         "error, NCCL version 2.20.5",
     )
-    assert (
-        sid == "nccl.watchdog_thread_terminated"
-        and reg.by_id[sid].role is Role.TEARDOWN
-        and f["pg_rank"] == "9"
-    )
+    assert sid == "nccl.watchdog_thread_terminated" and reg.by_id[sid].role is Role.TEARDOWN and f["pg_rank"] == "9"
     sid, f = _match(
         reg,
         "[rank1]:[E813 12:25:30.692163833 ProcessGroupNCCL.cpp:2271] [PG ID 1 PG GUID 1 Rank 1]  "
@@ -252,9 +241,7 @@ def test_topology_from_nccl_lines() -> None:
     assert topo.ip_host == {"10.2.0.4": "gpu-a", "10.2.0.5": "gpu-b"}
     assert topo.world_size == 2
     # a kernel Xid on gpu-b's 0000:9b:00 (NVRM spelling) names rank 1
-    assert (
-        topo.ranks_on_gpu("gpu-b", "0000:9b:00") == [1] and topo.ranks_on_gpu("gpu-a", "0000:9b:00") == []
-    )
+    assert topo.ranks_on_gpu("gpu-b", "0000:9b:00") == [1] and topo.ranks_on_gpu("gpu-a", "0000:9b:00") == []
     warn = [e for e in events if e.signature == "nccl.ib_completion_error_v1"]
     assert {(e.host, e.rank, e.pid) for e in warn} == {("gpu-a", 0, 5776), ("gpu-b", 1, 4321)}
     assert all(e.layer is Layer.NETWORK for e in warn)
@@ -335,18 +322,7 @@ def test_counters_that_moved_decide_the_side(tmp_path: Path) -> None:
     # sysfs counter names: Linux Documentation/ABI/stable/sysfs-class-infiniband
     for snap, downed in (("before", 0), ("after", 2)):
         for host in ("gpu-a", "gpu-b"):
-            d = (
-                tmp_path
-                / host
-                / snap
-                / "sys"
-                / "class"
-                / "infiniband"
-                / "mlx5_0"
-                / "ports"
-                / "1"
-                / "counters"
-            )
+            d = tmp_path / host / snap / "sys" / "class" / "infiniband" / "mlx5_0" / "ports" / "1" / "counters"
             d.mkdir(parents=True)
             (d / "link_downed").write_text(f"{downed if host == 'gpu-b' else 0}\n")
             (d / "symbol_error").write_text("0\n")

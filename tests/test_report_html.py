@@ -49,8 +49,7 @@ TRACEBACK = [
     "    loss = train_step(model, batch, step)",
     '  File "/workspace/train.py", line 141, in train_step',
     "    out = model(batch)",
-    '  File "/usr/local/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1773, '
-    "in _wrapped_call_impl",
+    '  File "/usr/local/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1773, in _wrapped_call_impl',
     "    return self._call_impl(*args, **kwargs)",
     '  File "/workspace/model.py", line 88, in forward',
     '    raise RuntimeError(f"expert router produced no tokens for expert {e} at step {step}")',
@@ -260,32 +259,34 @@ def four_rank_verdict(*, hostile: str | None = None) -> Verdict:
         for r in range(4)
     ]
     FOUR_FR.clear()
-    FOUR_FR.update({
-        "culprits": [
-            {
-                "rank": 1,
-                "kind": "not_started",
-                "pg": "0",
-                "seq": 38,
-                "op": "nccl:all_reduce",
-                "reason": "rank 1 never issued ALLREDUCE seq 38; ranks 0, 2, 3 are waiting in it",
-                "frames": ["train_step at /workspace/train.py:141", "main at /workspace/train.py:198"],
-                "time_ns": None,
-                "score": 0.92,
-            }
-        ],
-        "groups": [
-            {
-                "pg": "0",
-                "desc": "default_pg",
-                "op": "nccl:all_reduce",
-                "size": "262144",
-                "dtype": "Float",
-                "missing_ranks": "1",
-            }
-        ],
-        "warnings": ["rank 1 wrote no dump (the process had already exited)"],
-    })
+    FOUR_FR.update(
+        {
+            "culprits": [
+                {
+                    "rank": 1,
+                    "kind": "not_started",
+                    "pg": "0",
+                    "seq": 38,
+                    "op": "nccl:all_reduce",
+                    "reason": "rank 1 never issued ALLREDUCE seq 38; ranks 0, 2, 3 are waiting in it",
+                    "frames": ["train_step at /workspace/train.py:141", "main at /workspace/train.py:198"],
+                    "time_ns": None,
+                    "score": 0.92,
+                }
+            ],
+            "groups": [
+                {
+                    "pg": "0",
+                    "desc": "default_pg",
+                    "op": "nccl:all_reduce",
+                    "size": "262144",
+                    "dtype": "Float",
+                    "missing_ranks": "1",
+                }
+            ],
+            "warnings": ["rank 1 wrote no dump (the process had already exited)"],
+        }
+    )
     return Verdict(
         category=Category.APPLICATION_ERROR,
         culprit=Culprit(ranks=[1], hosts=[h1], gpus=["1"], links=[]),
@@ -493,10 +494,7 @@ def test_four_rank_report_in_browser(browser: Any, tmp_path: Path, four: dict[st
     assert page.inner_text("#verdict-category") == "application_error"
     assert page.inner_text("#verdict-action") == "stop"
     root_box = page.inner_text("#root-evidence")
-    assert (
-        "gpu-node-01/attempt_0/1/stderr.log:212" in root_box
-        and "expert router produced no tokens" in root_box
-    )
+    assert "gpu-node-01/attempt_0/1/stderr.log:212" in root_box and "expert router produced no tokens" in root_box
     # Timeline: root drawn and marked, lanes per host expanded to ranks for a small job.
     assert o.js("__ff.timeline.rootDrawn()") is True
     assert o.js("__ff.timeline.rootT") == 0
@@ -539,9 +537,7 @@ def test_four_rank_report_in_browser(browser: Any, tmp_path: Path, four: dict[st
 @pytest.mark.browser
 @needs_browser
 def test_hostile_text_stays_text_in_browser(browser: Any, tmp_path: Path) -> None:
-    evil = (
-        'RuntimeError: </script><img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>{b|x}'
-    )
+    evil = 'RuntimeError: </script><img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>{b|x}'
     path = write_html(four_rank_verdict(hostile=evil).to_dict(), tmp_path / "evil.html")
     o = Opened(browser, path)
     assert o.js("window.__pwned === undefined") is True
@@ -642,9 +638,7 @@ def test_marks_are_thinned_beyond_the_cap(monkeypatch: pytest.MonkeyPatch) -> No
     # A chatty job: every chain line repeated four times, a second apart.
     base = list(vd["causal_chain"])
     for k in range(1, 4):
-        vd["causal_chain"] += [
-            {**e, "id": e["id"] + 10_000 * k, "timestamp": e["timestamp"] + k} for e in base
-        ]
+        vd["causal_chain"] += [{**e, "id": e["id"] + 10_000 * k, "timestamp": e["timestamp"] + k} for e in base]
     monkeypatch.setattr(html_mod, "MAX_MARKS", 900)
     m = html_mod.build_model(vd)
     n = len(m["marks"]["t"])
@@ -700,9 +694,7 @@ def test_example_bundle_in_browser(browser: Any, tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.browser
 @needs_browser
-def test_real_bundle_of_every_kind_in_browser(
-    browser: Any, tmp_path: Path, kind_bundles: dict[str, Path]
-) -> None:
+def test_real_bundle_of_every_kind_in_browser(browser: Any, tmp_path: Path, kind_bundles: dict[str, Path]) -> None:
     """One real simulator bundle per fault kind (conftest.kind_bundles), each report opened."""
     for kind, bundle in sorted(kind_bundles.items()):
         shot = f"report-real-{kind}.png" if kind in ("exception", "hang", "desync") else None

@@ -66,8 +66,21 @@ def _event(line: str, host: str, ts: float, source: str, no: int) -> Event:
     assert m is not None
     fields = {k: v for k, v in m.groupdict().items() if v is not None}
     fields.update(sig.sets)
-    return Event(no, source, no, line, sig.id, sig.category, sig.layer, sig.role, sig.severity, ts, "exact",
-                 host=host, fields=fields)
+    return Event(
+        no,
+        source,
+        no,
+        line,
+        sig.id,
+        sig.category,
+        sig.layer,
+        sig.role,
+        sig.severity,
+        ts,
+        "exact",
+        host=host,
+        fields=fields,
+    )
 
 
 def test_port_that_comes_back_within_the_retry_window_is_a_transient() -> None:
@@ -102,8 +115,23 @@ def test_nccl_port_error_healed_by_port_active_on_the_same_process() -> None:
         m = sig.pattern.search(line)
         assert m is not None
         f = {k: v for k, v in m.groupdict().items() if v is not None} | sig.sets
-        evs.append(Event(i, "r0/stdout.log", i + 1, line, sig.id, sig.category, sig.layer, sig.role, sig.severity,
-                         None, "none", host="gpu0002", fields=f))
+        evs.append(
+            Event(
+                i,
+                "r0/stdout.log",
+                i + 1,
+                line,
+                sig.id,
+                sig.category,
+                sig.layer,
+                sig.role,
+                sig.severity,
+                None,
+                "none",
+                host="gpu0002",
+                fields=f,
+            )
+        )
     rec = demote_recovered(evs)
     assert len(rec) == 1 and rec[0].healed_by is evs[2]  # 'client reregistration' heals nothing
 

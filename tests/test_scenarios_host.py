@@ -57,7 +57,8 @@ def test_scenario(scenario: Scenario, request: pytest.FixtureRequest, tmp_path: 
     print(f"{scenario.id}: got      {describe_verdict(v)}")
     bad = check(v, scenario.expect)
     assert not bad, (
-        f"{scenario.id} ({scenario.title}): " + "; ".join(bad)
+        f"{scenario.id} ({scenario.title}): "
+        + "; ".join(bad)
         + f"\nsummary: {v.summary}\nreasons: {v.reasons}\nbuilt: {built.notes}"
     )
 
@@ -66,8 +67,10 @@ def test_xid_actions_follow_the_catalog() -> None:
     """The hardware scenarios expect what firstfault's Xid judgement says (Xid 94: restart)."""
     for x in (79, 48, 74, 94, 95, 119, 13, 31, 45):
         info = lookup(x)
-        print(f"Xid {x}: {info.mnemonic}: {info.role}, {info.layer}, action {info.event_action} "
-              f"(NVIDIA immediate: {info.nvidia_immediate})")
+        print(
+            f"Xid {x}: {info.mnemonic}: {info.role}, {info.layer}, action {info.event_action} "
+            f"(NVIDIA immediate: {info.nvidia_immediate})"
+        )
     hw = {s.id: s.expect.action for s in SCENARIOS if re.fullmatch(r"xid\d+", s.id)}
     assert hw == {f"xid{x}": str(lookup(x).event_action) for x in (79, 48, 74, 94, 95, 119)}
     assert lookup(45).can_be_root is False

@@ -26,8 +26,15 @@ REAL_TORCHRUN = FIXTURES / "slurm" / "torch_exception_torchrun"
 
 
 def _sim(tmp: Path, kind: str, name: str | None = None, **kw: object) -> tuple[Path, dict[str, object]]:
-    args: dict[str, object] = dict(hosts=2, gpus_per_host=4, layout=Layout(tp=4), nccl_timeout_s=60.0, steps=40,
-                                   seed=7, faults=(parse_fault(kind),) if kind != "none" else ())
+    args: dict[str, object] = dict(
+        hosts=2,
+        gpus_per_host=4,
+        layout=Layout(tp=4),
+        nccl_timeout_s=60.0,
+        steps=40,
+        seed=7,
+        faults=(parse_fault(kind),) if kind != "none" else (),
+    )
     args.update(kw)
     out = tmp / (name or kind)
     truth = simulate_cluster(SimConfig(**args), out)  # type: ignore[arg-type]
@@ -124,8 +131,16 @@ def test_hang_writes_flight_recorder_dumps_that_load(tmp_path: Path) -> None:
 def test_timeouts_fire_exactly_on_ranks_alive_at_their_deadline() -> None:
     from firstfault_sim.cluster.scenario import simulate
 
-    cfg = SimConfig(hosts=4, gpus_per_host=8, layout=Layout(tp=4, pp=2), nccl_timeout_s=60.0, steps=40, seed=3,
-                    faults=(parse_fault("dataloader_hang"),), kill_on_bad_exit=False)
+    cfg = SimConfig(
+        hosts=4,
+        gpus_per_host=8,
+        layout=Layout(tp=4, pp=2),
+        nccl_timeout_s=60.0,
+        steps=40,
+        seed=3,
+        faults=(parse_fault("dataloader_hang"),),
+        kill_on_bad_exit=False,
+    )
     o = simulate(cfg)
     culprit = o.faults[0].host * 8 + o.faults[0].local
     assert culprit not in o.timeouts
@@ -171,89 +186,184 @@ def test_node_failure_silences_the_host(tmp_path: Path) -> None:
 # (a real line of each kind, quoted from the public log or real capture the template names,
 #  a substring that finds the simulated line of the same kind, the file kind it is parsed as)
 REAL_LINES: list[tuple[str, str, str]] = [
-    ("[rank0]:[E709 17:05:38.162555850 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
-     "timeout: WorkNCCL(SeqNum=20585, OpType=ALLREDUCE, NumelIn=1259621, NumelOut=1259621, Timeout(ms)=600000) ran "
-     "for 600000 milliseconds before timing out.", "Watchdog caught collective operation timeout", "elastic_rank_log"),
-    ("[rank0]:[E709 17:05:38.162814866 ProcessGroupNCCL.cpp:2271] [PG ID 0 PG GUID 0(default_pg) Rank 0]  failure "
-     "detected by watchdog at work sequence id: 20585 PG status: last enqueued work: 20589, last completed work: 20584",
-     "failure detected by watchdog", "elastic_rank_log"),
-    ("[rank0]:[E709 17:05:39.081662161 ProcessGroupNCCL.cpp:684] [Rank 0] Some NCCL operations have failed or timed "
-     "out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete "
-     "data.", "Some NCCL operations have failed", "elastic_rank_log"),
-    ("[rank0]:[E709 17:05:39.083402482 ProcessGroupNCCL.cpp:1899] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process "
-     "group watchdog thread terminated with exception: [Rank 0] Watchdog caught collective operation timeout: "
-     "WorkNCCL(SeqNum=20585, OpType=ALLREDUCE, NumelIn=1259621, NumelOut=1259621, Timeout(ms)=600000) ran for 600000 "
-     "milliseconds before timing out.", "terminated with exception: [Rank", "elastic_rank_log"),
-    ("Exception raised from checkTimeout at /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:635 (most "
-     "recent call first):", "Exception raised from checkTimeout", "elastic_rank_log"),
-    ("terminate called after throwing an instance of 'c10::DistBackendError'", "terminate called after",
-     "elastic_rank_log"),
-    ("[rank8]:[E129 16:38:47.801786726 ProcessGroupNCCL.cpp:1858] [PG ID 0 PG GUID 0(default_pg) Rank 8] Received a "
-     "dump signal due to a collective timeout from this local rank and we will try our best to dump the debug info. "
-     "Last enqueued NCCL work: 62, last completed NCCL work: 62.This is most likely caused by incorrect usages of "
-     "collectives, e.g., wrong sizes used across ranks, the order of collectives is not same for all ranks or the "
-     "scheduled collective, for some reason, didn't run. Additionally, this can be caused by GIL deadlock or other "
-     "reasons such as network errors or bugs in the communications library (e.g. NCCL), etc.",
-     "from this local rank", "elastic_rank_log"),
-    ("[rank0]:[E129 16:38:47.634597716 ProcessGroupNCCL.cpp:1794] [PG ID 0 PG GUID 0(default_pg) Rank 0] Observed "
-     "flight recorder dump signal from another rank via TCPStore.", "Observed flight recorder", "elastic_rank_log"),
-    ("[rank0]:[E512 10:21:08.164595040 ProcessGroupNCCL.cpp:2057] [PG ID 12 PG GUID 35(EXPERT_MODEL_PARALLEL_GROUP) "
-     "Rank 0] Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was "
-     "encountered", "terminated with exception: CUDA error", "elastic_rank_log"),
-    ("kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer "
-     "10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid "
-     "fd00:1148:9000:5000:4:200:3:ff22 remoteGidsfd00:1148:9000:5000:4:200:3:ff1f", "Got completion from peer",
-     "elastic_rank_log"),
-    ("p2p_plugin.c:141 NCCL WARN NET/IB : Got async event : port error", "Got async event : port error",
-     "elastic_rank_log"),
-    ("hostname-test:984:1257 [4] NCCL INFO comm 0x557fe785f7a0 rank 36 nranks 64 cudaDev 4 nvmlDev 4 busId 9b000 "
-     "commId 0x5ae77eb5ea4ec1ee - Init COMPLETE", "Init COMPLETE", "elastic_rank_log"),
-    ("tpgds-aihub0003:3828979:3828979 [3] NCCL INFO comm 0x56396871db00 rank 3 nRanks 16 nNodes 2 localRanks 8 "
-     "localRank 3 MNNVL 0", "localRanks", "elastic_rank_log"),
-    ("gpu-a3:47021:47095 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB eth0:10.4.2.31<0>",
-     "NET/IB : Using", "elastic_rank_log"),
-    ("ip-10-0-139-244:1465:1465 [0] NCCL INFO Bootstrap : Using eth0:10.0.139.244<0>", "Bootstrap : Using",
-     "elastic_rank_log"),
-    ("[rank1]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
-     "internal error - please report this issue to the NCCL developers, NCCL version 2.21.5", "internal error - please",
-     "elastic_rank_log"),
+    (
+        "[rank0]:[E709 17:05:38.162555850 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=20585, OpType=ALLREDUCE, NumelIn=1259621, NumelOut=1259621, Timeout(ms)=600000) ran "
+        "for 600000 milliseconds before timing out.",
+        "Watchdog caught collective operation timeout",
+        "elastic_rank_log",
+    ),
+    (
+        "[rank0]:[E709 17:05:38.162814866 ProcessGroupNCCL.cpp:2271] [PG ID 0 PG GUID 0(default_pg) Rank 0]  failure "
+        "detected by watchdog at work sequence id: 20585 PG status: last enqueued work: 20589, last completed work: 20584",
+        "failure detected by watchdog",
+        "elastic_rank_log",
+    ),
+    (
+        "[rank0]:[E709 17:05:39.081662161 ProcessGroupNCCL.cpp:684] [Rank 0] Some NCCL operations have failed or timed "
+        "out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete "
+        "data.",
+        "Some NCCL operations have failed",
+        "elastic_rank_log",
+    ),
+    (
+        "[rank0]:[E709 17:05:39.083402482 ProcessGroupNCCL.cpp:1899] [PG ID 0 PG GUID 0(default_pg) Rank 0] Process "
+        "group watchdog thread terminated with exception: [Rank 0] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=20585, OpType=ALLREDUCE, NumelIn=1259621, NumelOut=1259621, Timeout(ms)=600000) ran for 600000 "
+        "milliseconds before timing out.",
+        "terminated with exception: [Rank",
+        "elastic_rank_log",
+    ),
+    (
+        "Exception raised from checkTimeout at /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:635 (most "
+        "recent call first):",
+        "Exception raised from checkTimeout",
+        "elastic_rank_log",
+    ),
+    (
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+        "terminate called after",
+        "elastic_rank_log",
+    ),
+    (
+        "[rank8]:[E129 16:38:47.801786726 ProcessGroupNCCL.cpp:1858] [PG ID 0 PG GUID 0(default_pg) Rank 8] Received a "
+        "dump signal due to a collective timeout from this local rank and we will try our best to dump the debug info. "
+        "Last enqueued NCCL work: 62, last completed NCCL work: 62.This is most likely caused by incorrect usages of "
+        "collectives, e.g., wrong sizes used across ranks, the order of collectives is not same for all ranks or the "
+        "scheduled collective, for some reason, didn't run. Additionally, this can be caused by GIL deadlock or other "
+        "reasons such as network errors or bugs in the communications library (e.g. NCCL), etc.",
+        "from this local rank",
+        "elastic_rank_log",
+    ),
+    (
+        "[rank0]:[E129 16:38:47.634597716 ProcessGroupNCCL.cpp:1794] [PG ID 0 PG GUID 0(default_pg) Rank 0] Observed "
+        "flight recorder dump signal from another rank via TCPStore.",
+        "Observed flight recorder",
+        "elastic_rank_log",
+    ),
+    (
+        "[rank0]:[E512 10:21:08.164595040 ProcessGroupNCCL.cpp:2057] [PG ID 12 PG GUID 35(EXPERT_MODEL_PARALLEL_GROUP) "
+        "Rank 0] Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was "
+        "encountered",
+        "terminated with exception: CUDA error",
+        "elastic_rank_log",
+    ),
+    (
+        "kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer "
+        "10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid "
+        "fd00:1148:9000:5000:4:200:3:ff22 remoteGidsfd00:1148:9000:5000:4:200:3:ff1f",
+        "Got completion from peer",
+        "elastic_rank_log",
+    ),
+    (
+        "p2p_plugin.c:141 NCCL WARN NET/IB : Got async event : port error",
+        "Got async event : port error",
+        "elastic_rank_log",
+    ),
+    (
+        "hostname-test:984:1257 [4] NCCL INFO comm 0x557fe785f7a0 rank 36 nranks 64 cudaDev 4 nvmlDev 4 busId 9b000 "
+        "commId 0x5ae77eb5ea4ec1ee - Init COMPLETE",
+        "Init COMPLETE",
+        "elastic_rank_log",
+    ),
+    (
+        "tpgds-aihub0003:3828979:3828979 [3] NCCL INFO comm 0x56396871db00 rank 3 nRanks 16 nNodes 2 localRanks 8 "
+        "localRank 3 MNNVL 0",
+        "localRanks",
+        "elastic_rank_log",
+    ),
+    (
+        "gpu-a3:47021:47095 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB eth0:10.4.2.31<0>",
+        "NET/IB : Using",
+        "elastic_rank_log",
+    ),
+    (
+        "ip-10-0-139-244:1465:1465 [0] NCCL INFO Bootstrap : Using eth0:10.0.139.244<0>",
+        "Bootstrap : Using",
+        "elastic_rank_log",
+    ),
+    (
+        "[rank1]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
+        "internal error - please report this issue to the NCCL developers, NCCL version 2.21.5",
+        "internal error - please",
+        "elastic_rank_log",
+    ),
     ("[rank1]: ncclInternalError: Internal check failed.", "ncclInternalError", "elastic_rank_log"),
-    ("[rank0]: RuntimeError: [enforce fail at inline_container.cc:778] . PytorchStreamWriter failed writing file "
-     "data.pkl: file write failed", "PytorchStreamWriter", "elastic_rank_log"),
-    ("E0709 17:05:39.816000 56204 site-packages/torch/distributed/elastic/multiprocessing/api.py:874] failed "
-     "(exitcode: -6) local_rank: 0 (pid: 56213) of binary: /opt/conda/bin/python3.10", "failed (exitcode: -6)",
-     "launcher_console"),
-    ("W0616 00:37:22.830000 4015698 torch/distributed/elastic/agent/server/api.py:719] Received Signals.SIGTERM death "
-     "signal, shutting down workers", "death signal", "launcher_console"),
-    ("W0116 02:43:46.376000 846088 torch/distributed/elastic/multiprocessing/api.py:1010] Sending process 846215 "
-     "closing signal SIGTERM", "closing signal SIGTERM", "launcher_console"),
-    ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 17912 got signal: 15",
-     "api.SignalException: Process", "launcher_console"),
+    (
+        "[rank0]: RuntimeError: [enforce fail at inline_container.cc:778] . PytorchStreamWriter failed writing file "
+        "data.pkl: file write failed",
+        "PytorchStreamWriter",
+        "elastic_rank_log",
+    ),
+    (
+        "E0709 17:05:39.816000 56204 site-packages/torch/distributed/elastic/multiprocessing/api.py:874] failed "
+        "(exitcode: -6) local_rank: 0 (pid: 56213) of binary: /opt/conda/bin/python3.10",
+        "failed (exitcode: -6)",
+        "launcher_console",
+    ),
+    (
+        "W0616 00:37:22.830000 4015698 torch/distributed/elastic/agent/server/api.py:719] Received Signals.SIGTERM death "
+        "signal, shutting down workers",
+        "death signal",
+        "launcher_console",
+    ),
+    (
+        "W0116 02:43:46.376000 846088 torch/distributed/elastic/multiprocessing/api.py:1010] Sending process 846215 "
+        "closing signal SIGTERM",
+        "closing signal SIGTERM",
+        "launcher_console",
+    ),
+    (
+        "torch.distributed.elastic.multiprocessing.api.SignalException: Process 17912 got signal: 15",
+        "api.SignalException: Process",
+        "launcher_console",
+    ),
     ("  traceback : Signal 6 (SIGABRT) received by PID 56213", "(SIGABRT) received by PID", "launcher_console"),
     ("srun: error: nid001097: task 5: Exited with exit code 255", "Exited with exit code", "slurm_output"),
     ("srun: Terminating StepId=40341.0", "srun: Terminating StepId", "slurm_output"),
     ("srun: Force Terminated StepId=40341.0", "Force Terminated", "slurm_output"),
     ("srun: error: node01: task 0: Terminated", ": Terminated", "slurm_output"),
     ("srun: error: Node failure on node02", "Node failure on", "slurm_output"),
-    ("slurmstepd-node01: error: *** JOB 4 ON node01 CANCELLED AT 2026-12-02T14:54:20 DUE TO NODE FAILURE, SEE "
-     "SLURMCTLD LOG FOR DETAILS ***", "DUE TO NODE FAILURE", "slurm_output"),
-    ("slurmstepd-node01: error: *** JOB 1 ON node01 CANCELLED AT 2026-12-02T14:54:11 DUE TO TIME LIMIT ***",
-     "DUE TO TIME LIMIT", "slurm_output"),
+    (
+        "slurmstepd-node01: error: *** JOB 4 ON node01 CANCELLED AT 2026-12-02T14:54:20 DUE TO NODE FAILURE, SEE "
+        "SLURMCTLD LOG FOR DETAILS ***",
+        "DUE TO NODE FAILURE",
+        "slurm_output",
+    ),
+    (
+        "slurmstepd-node01: error: *** JOB 1 ON node01 CANCELLED AT 2026-12-02T14:54:11 DUE TO TIME LIMIT ***",
+        "DUE TO TIME LIMIT",
+        "slurm_output",
+    ),
     ("[2026-12-02T15:03:08.386] error: Nodes node02 not responding, setting DOWN", "not responding", "slurm_output"),
     ("[2026-12-02T15:03:08.385] Killing JobId=4 on failed node node02", "on failed node", "slurm_output"),
     ("[2026-12-02T15:03:43.413] _job_complete: JobId=1 WEXITSTATUS 1", "WEXITSTATUS", "slurm_output"),
     ("srun: error: nid005651: task 3: Out Of Memory", "Out Of Memory", "slurm_output"),
-    ("[...] NVRM: Xid (PCI:0000:05:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
-     "): 79,", "kernel_log"),
+    (
+        "[...] NVRM: Xid (PCI:0000:05:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+        "): 79,",
+        "kernel_log",
+    ),
     ("[  228.414765] NVRM: GPU 0000:09:00.0: GPU has fallen off the bus.", "NVRM: GPU 0000", "kernel_log"),
-    ("[Mon Oct 29 12:07:39 2018] NVRM: Xid (PCI:0000:8a:00): 48, An uncorrectable double bit error (DBE) has been "
-     "detected on GPU in the framebuffer at partition 4, subpartition 1.", "): 48,", "kernel_log"),
-    ("[Sun Feb 23 16:24:18 2025] NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after 6s of "
-     "waiting for RPC response from GPU4 GSP! Expected function 103 (GSP_RM_ALLOC) (0x2081 0x4).", "): 119,",
-     "kernel_log"),
+    (
+        "[Mon Oct 29 12:07:39 2018] NVRM: Xid (PCI:0000:8a:00): 48, An uncorrectable double bit error (DBE) has been "
+        "detected on GPU in the framebuffer at partition 4, subpartition 1.",
+        "): 48,",
+        "kernel_log",
+    ),
+    (
+        "[Sun Feb 23 16:24:18 2025] NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after 6s of "
+        "waiting for RPC response from GPU4 GSP! Expected function 103 (GSP_RM_ALLOC) (0x2081 0x4).",
+        "): 119,",
+        "kernel_log",
+    ),
     ("mlx5_core 0000:08:00.0 mlx5_0: Port: 1 Link DOWN", "Link DOWN", "kernel_log"),
-    ("[337533.314412] Memory cgroup out of memory: Killed process 23793 (leaker) total-vm:2623712kB, "
-     "anon-rss:506500kB, file-rss:1268kB, shmem-rss:0kB", "Killed process", "kernel_log"),
+    (
+        "[337533.314412] Memory cgroup out of memory: Killed process 23793 (leaker) total-vm:2623712kB, "
+        "anon-rss:506500kB, file-rss:1268kB, shmem-rss:0kB",
+        "Killed process",
+        "kernel_log",
+    ),
 ]
 
 
@@ -290,9 +400,19 @@ def _bare(line: str, kind: str) -> str:
 def simulated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     root = tmp_path_factory.mktemp("wording")
     lines: dict[str, list[str]] = {}
-    runs = [("dataloader_hang", {}), ("xid79", {}), ("xid48", {}), ("xid119", {}), ("nic_down", {}),
-            ("host_oom", {}), ("node_failure:host=gpu0002", {"kill_on_bad_exit": False}), ("nccl_bug", {}),
-            ("disk_full", {}), ("time_limit", {}), ("exception", {"kill_on_bad_exit": False})]
+    runs = [
+        ("dataloader_hang", {}),
+        ("xid79", {}),
+        ("xid48", {}),
+        ("xid119", {}),
+        ("nic_down", {}),
+        ("host_oom", {}),
+        ("node_failure:host=gpu0002", {"kill_on_bad_exit": False}),
+        ("nccl_bug", {}),
+        ("disk_full", {}),
+        ("time_limit", {}),
+        ("exception", {"kill_on_bad_exit": False}),
+    ]
     for kind, kw in runs:
         out, _ = _sim(root, kind, hosts=2, gpus_per_host=4, **kw)  # type: ignore[arg-type]
         for k, v in _texts(out).items():
@@ -332,9 +452,16 @@ def test_real_torchrun_bundle_and_simulated_one_share_signatures(tmp_path: Path)
     out, _ = _sim(tmp_path, "exception", kill_on_bad_exit=False, remote_errors=False)
     real, sim = sigs(REAL_TORCHRUN), sigs(out)
     launcher_and_app = {
-        "python.exception", "python.faulthandler_dump", "torchelastic.failure_record", "torchelastic.worker_failed",
-        "torchelastic.closing_signal", "torchelastic.child_failed", "torchelastic.no_error_file", "slurm.task_exit",
-        "slurm.job_state_failed", "slurmctld.job_complete_fail",
+        "python.exception",
+        "python.faulthandler_dump",
+        "torchelastic.failure_record",
+        "torchelastic.worker_failed",
+        "torchelastic.closing_signal",
+        "torchelastic.child_failed",
+        "torchelastic.no_error_file",
+        "slurm.task_exit",
+        "slurm.job_state_failed",
+        "slurmctld.job_complete_fail",
     }
     assert launcher_and_app <= real
     assert launcher_and_app <= sim, launcher_and_app - sim
@@ -359,11 +486,22 @@ def test_scale_bench_scores_and_draws(tmp_path: Path) -> None:
     r = run_one(next(s for s in scen if s.kinds[0] == "xid79"), str(tmp_path))
     assert not r.error and r.truth_gpus and r.key == "rank"
     assert "Culprit top-1 by fault kind" in render_accuracy([r])
-    truth = {"culprit_key": "link", "culprit_hosts": ["gpu0003"], "culprit_ranks": [18], "culprit_gpus": [],
-             "culprit_links": ["gpu0003:mlx5_2/1<->leaf-p000-r2:3"], "expected_category": "network",
-             "expected_action": "restart"}
-    verdict = {"verdict": {"culprit": {"hosts": ["gpu0003"], "links": ["gpu0003<->gpu0001:mlx5_2/1"]},
-                           "category": "network", "action": "restart"}}
+    truth = {
+        "culprit_key": "link",
+        "culprit_hosts": ["gpu0003"],
+        "culprit_ranks": [18],
+        "culprit_gpus": [],
+        "culprit_links": ["gpu0003:mlx5_2/1<->leaf-p000-r2:3"],
+        "expected_category": "network",
+        "expected_action": "restart",
+    }
+    verdict = {
+        "verdict": {
+            "culprit": {"hosts": ["gpu0003"], "links": ["gpu0003<->gpu0001:mlx5_2/1"]},
+            "category": "network",
+            "action": "restart",
+        }
+    }
     assert score(truth, verdict)["culprit_ok"]
     png = Canvas(20, 10).png()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and b"IEND" in png
@@ -374,8 +512,24 @@ def test_cli_writes_a_bundle(tmp_path: Path) -> None:
 
     from firstfault.cli.simulate import app
 
-    res = CliRunner().invoke(app, ["cluster", "--out", str(tmp_path / "b"), "--hosts", "2", "--gpus-per-host", "4",
-                                   "--fault", "xid79@30:rank=5", "--steps", "40", "--nccl-timeout", "60"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "cluster",
+            "--out",
+            str(tmp_path / "b"),
+            "--hosts",
+            "2",
+            "--gpus-per-host",
+            "4",
+            "--fault",
+            "xid79@30:rank=5",
+            "--steps",
+            "40",
+            "--nccl-timeout",
+            "60",
+        ],
+    )
     assert res.exit_code == 0, res.output
     truth = json.loads((tmp_path / "b" / "truth.json").read_text())
     assert truth["culprit_ranks"] == [5] and truth["culprit_gpus"] == ["0000:18:00.0"]

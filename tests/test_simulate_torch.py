@@ -28,9 +28,22 @@ from firstfault_sim.torch_sim import (
 )
 
 CATEGORIES = {
-    "gpu_hardware", "gpu_oom", "host_oom", "network", "hang", "collective_mismatch", "process_crash",
-    "application_error", "numerical", "storage_io", "configuration", "software_bug", "scheduler",
-    "straggler", "none", "unknown",
+    "gpu_hardware",
+    "gpu_oom",
+    "host_oom",
+    "network",
+    "hang",
+    "collective_mismatch",
+    "process_crash",
+    "application_error",
+    "numerical",
+    "storage_io",
+    "configuration",
+    "software_bug",
+    "scheduler",
+    "straggler",
+    "none",
+    "unknown",
 }
 ACTIONS = {"restart", "exclude_and_restart", "stop", "none"}
 PROGRESS = re.compile(
@@ -47,8 +60,17 @@ PROGRESS = re.compile(
 def test_fault_kinds_have_valid_truth() -> None:
     assert FAULT_KINDS[0] == "none"
     assert set(FAULT_KINDS) == {
-        "none", "exception", "sigkill", "segfault", "hang", "desync", "host_oom", "nan",
-        "straggler", "exit_code", "two_faults",
+        "none",
+        "exception",
+        "sigkill",
+        "segfault",
+        "hang",
+        "desync",
+        "host_oom",
+        "nan",
+        "straggler",
+        "exit_code",
+        "two_faults",
     }
     for kind in KINDS.values():
         assert kind.category in CATEGORIES
@@ -79,17 +101,30 @@ def test_hooks_fire_only_on_target() -> None:
 def test_build_command_uses_real_torchrun_flags(tmp_path: Path) -> None:
     cmd = build_command(FaultPlan("hang", 2, 5, 4, 3.0), tmp_path / "logs", 29999, 4, 1, 0, 12)
     joined = " ".join(cmd)
-    for flag in ("--nnodes 1", "--nproc-per-node 4", "--rdzv-backend c10d",
-                 "--rdzv-endpoint 127.0.0.1:29999", "--max-restarts 1", "--tee 3",
-                 f"--log-dir {tmp_path / 'logs'}", "-m firstfault_sim.workload",
-                 "--fault hang", "--fault-rank 2", "--pg-timeout 3"):
+    for flag in (
+        "--nnodes 1",
+        "--nproc-per-node 4",
+        "--rdzv-backend c10d",
+        "--rdzv-endpoint 127.0.0.1:29999",
+        "--max-restarts 1",
+        "--tee 3",
+        f"--log-dir {tmp_path / 'logs'}",
+        "-m firstfault_sim.workload",
+        "--fault hang",
+        "--fault-rank 2",
+        "--pg-timeout 3",
+    ):
         assert flag in joined
 
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"fault": "bogus"}, {"fault": "hang", "rank": 4}, {"fault": "hang", "step": 12},
-     {"fault": "two_faults", "nproc": 1, "rank": 0}],
+    [
+        {"fault": "bogus"},
+        {"fault": "hang", "rank": 4},
+        {"fault": "hang", "step": 12},
+        {"fault": "two_faults", "nproc": 1, "rank": 0},
+    ],
 )
 def test_invalid_arguments_rejected_before_running(tmp_path: Path, kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError):

@@ -161,8 +161,10 @@ def test_cancelled_variants_do_not_shadow_each_other() -> None:
         base + " ***": ("slurm.cancelled", "cancelled"),
         base + " DUE TO TIME LIMIT ***": ("slurm.cancelled_time_limit", "time_limit"),
         base + " DUE TO PREEMPTION ***": ("slurm.cancelled_preemption", "preemption"),
-        base + " DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***": ("slurm.cancelled_node_failure",
-                                                                          "node_failure"),
+        base + " DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***": (
+            "slurm.cancelled_node_failure",
+            "node_failure",
+        ),
         base.replace("JOB 123", "STEP 123.0") + " ***": ("slurm.cancelled", "cancelled"),
     }
     for line, (sid, reason) in cases.items():
@@ -176,8 +178,13 @@ def test_cancelled_variants_do_not_shadow_each_other() -> None:
 
 def test_discover_sniffs_every_slurm_artefact() -> None:
     kinds = {f.rel: f.kind for f in discover(FIX / "node_failure").files}
-    names = (_out(FIX / "node_failure"), "scontrol_show_job.txt", "sacct.txt", "slurmctld.log",
-             "host-node01/slurmd.log")
+    names = (
+        _out(FIX / "node_failure"),
+        "scontrol_show_job.txt",
+        "sacct.txt",
+        "slurmctld.log",
+        "host-node01/slurmd.log",
+    )
     for rel in names:
         assert kinds[rel] == "slurm_output", rel
     assert sniff_kind("slurm-12345.out", b"just the job's own output\n") == "slurm_output"

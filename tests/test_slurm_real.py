@@ -70,8 +70,14 @@ def test_bundles_have_every_artefact(bundles: dict[str, Path]) -> None:
     for b in bundles.values():
         names = {p.relative_to(b).as_posix() for p in b.rglob("*") if p.is_file()}
         assert any(n.startswith("slurm-") and n.endswith(".out") for n in names), names
-        for need in (f"scontrol_show_job_{_truth(b)['slurm']['job_id']}.txt", "sacct.txt", "slurmctld.log",
-                     "host-node01/slurmd.log", "job.sbatch", "truth.json"):
+        for need in (
+            f"scontrol_show_job_{_truth(b)['slurm']['job_id']}.txt",
+            "sacct.txt",
+            "slurmctld.log",
+            "host-node01/slurmd.log",
+            "job.sbatch",
+            "truth.json",
+        ):
             assert need in names, (b.name, need)
         sacct = (b / "sacct.txt").read_text().splitlines()
         assert sacct[0].startswith("JobID|") and len(sacct) >= 2

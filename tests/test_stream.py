@@ -41,9 +41,7 @@ line = st.one_of(
 @given(lines=st.lists(line, max_size=60), block=st.integers(min_value=1, max_value=64))
 def test_matches_naive_split(kind: str, lines: list[str], block: int) -> None:
     data = "\n".join(lines).encode("utf-8")
-    got = [
-        (h.line_no, h.text) for h in scan(io.BytesIO(data), automaton(kind=kind), block=block, max_line=10**6)
-    ]
+    got = [(h.line_no, h.text) for h in scan(io.BytesIO(data), automaton(kind=kind), block=block, max_line=10**6)]
     assert got == naive(data)
 
 

@@ -135,10 +135,7 @@ def test_every_xid_routes_to_its_group_signature() -> None:
 
 def test_xid154_recovery_action_signature() -> None:
     # NVIDIA/NVSentinel health-monitors/syslog-health-monitor/pkg/xid/parser/csv_test.go
-    line = (
-        "NVRM: Xid (PCI:0008:01:00): 154, GPU recovery action changed from 0x0 (None) "
-        "to 0x1 (GPU Reset Required)"
-    )
+    line = "NVRM: Xid (PCI:0008:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
     sig = load_registry().match(line, "kernel_log")
     assert sig is not None and sig.id == "kernel.xid.recovery_action"
     m = sig.pattern.search(line)

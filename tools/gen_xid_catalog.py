@@ -80,8 +80,7 @@ OVERRIDES: dict[int, Judgement] = {
         "root",
         "restart",
         "gpu_hardware",
-        "GPU stopped processing (idle timeout); NVIDIA: restart the application, contact support if "
-        "it recurs.",
+        "GPU stopped processing (idle timeout); NVIDIA: restart the application, contact support if it recurs.",
     ),
     13: J(
         "application",
@@ -147,8 +146,7 @@ OVERRIDES: dict[int, Judgement] = {
         "root",
         "exclude_and_restart",
         "gpu_hardware",
-        "Page retirement / row remapping failed: the bad memory stays in use. NVIDIA: reset GPU, contact "
-        "support.",
+        "Page retirement / row remapping failed: the bad memory stays in use. NVIDIA: reset GPU, contact support.",
     ),
     74: J(
         "hardware",
@@ -172,8 +170,7 @@ OVERRIDES: dict[int, Judgement] = {
         "informational",
         "none",
         "gpu_hardware",
-        "High single-bit (corrected) ECC error rate. Not fatal; recurring 92 on one GPU is a reason to "
-        "inspect it.",
+        "High single-bit (corrected) ECC error rate. Not fatal; recurring 92 on one GPU is a reason to inspect it.",
     ),
     94: J(
         "hardware",
@@ -192,9 +189,7 @@ OVERRIDES: dict[int, Judgement] = {
         "reset (NVIDIA: RESET_GPU).",
     ),
     106: J("driver", "informational", "none", "gpu_hardware", "SMBPBI test message; NVIDIA: ignore."),
-    107: J(
-        "driver", "informational", "none", "gpu_hardware", "SMBPBI test message (silent); NVIDIA: ignore."
-    ),
+    107: J("driver", "informational", "none", "gpu_hardware", "SMBPBI test message (silent); NVIDIA: ignore."),
     108: J(
         "driver",
         "informational",
@@ -202,9 +197,7 @@ OVERRIDES: dict[int, Judgement] = {
         "gpu_hardware",
         "Unused (NVLink remote translation); NVIDIA: ignore.",
     ),
-    109: J(
-        "driver", "root", "exclude_and_restart", "gpu_hardware", "Context switch timeout; NVIDIA: reset GPU."
-    ),
+    109: J("driver", "root", "exclude_and_restart", "gpu_hardware", "Context switch timeout; NVIDIA: reset GPU."),
     110: J("driver", "root", "exclude_and_restart", "gpu_hardware", "Security fault; NVIDIA: reset GPU."),
     119: J(
         "driver",
@@ -260,12 +253,8 @@ OVERRIDES: dict[int, Judgement] = {
     ),
     162: J("hardware", "informational", "none", "gpu_hardware", "Power smoothing circuitry re-engaged."),
     163: J("hardware", "informational", "none", "gpu_hardware", "Power smoothing circuitry disengaged."),
-    164: J(
-        "hardware", "informational", "none", "gpu_hardware", "Power smoothing circuitry low lifetime reached."
-    ),
-    165: J(
-        "hardware", "informational", "none", "gpu_hardware", "Power smoothing circuitry lifetime exhausted."
-    ),
+    164: J("hardware", "informational", "none", "gpu_hardware", "Power smoothing circuitry low lifetime reached."),
+    165: J("hardware", "informational", "none", "gpu_hardware", "Power smoothing circuitry lifetime exhausted."),
     166: J(
         "driver",
         "root",
@@ -295,9 +284,7 @@ OVERRIDES: dict[int, Judgement] = {
         "gpu_hardware",
         "SEC2 micro-controller halt; treated like Xid 62 (NVIDIA: reset GPU).",
     ),
-    170: J(
-        "driver", "informational", "none", "gpu_hardware", "Interrupt seen in confidential-computing mode."
-    ),
+    170: J("driver", "informational", "none", "gpu_hardware", "Interrupt seen in confidential-computing mode."),
     171: J(
         "hardware",
         "consequence",
@@ -328,11 +315,7 @@ def rule(xid: int, description: str, immediate: str, investigatory: str) -> Judg
             "Unused by current drivers; NVIDIA: contact support. Unknown GPU state: exclude.",
         )
     if imm == "RESTART_APP":
-        if (
-            inv.startswith("CHECK_APP")
-            or inv.startswith("WORKFLOW_XID_13")
-            or inv.startswith("WORKFLOW_XID_31")
-        ):
+        if inv.startswith("CHECK_APP") or inv.startswith("WORKFLOW_XID_13") or inv.startswith("WORKFLOW_XID_31"):
             return Judgement(
                 "application",
                 "root",

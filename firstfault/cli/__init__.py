@@ -20,7 +20,11 @@ app = typer.Typer(
 )
 app.registered_commands.extend(analyze.app.registered_commands)  # analyze, signatures, version
 app.add_typer(fr.app, name="fr", help="Analyse PyTorch flight-recorder dumps.")
-app.add_typer(simulate.app, name="simulate", help="Simulate failures on real workloads (needs the torch extra: pip install 'firstfault\\[torch]').")
+app.add_typer(
+    simulate.app,
+    name="simulate",
+    help="Simulate failures on real workloads (needs the torch extra: pip install 'firstfault\\[torch]').",
+)
 app.add_typer(bench.app, name="bench")
 
 

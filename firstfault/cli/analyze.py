@@ -32,9 +32,7 @@ def analyze(
     path: Annotated[Path, typer.Argument(help="Bundle directory, .tar.gz, or a single log file")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the verdict as one JSON object")] = False,
     markdown: Annotated[Path | None, typer.Option("--markdown", help="Write a Markdown report here")] = None,
-    html: Annotated[
-        Path | None, typer.Option("--html", help="Write a self-contained HTML report here")
-    ] = None,
+    html: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here")] = None,
     signatures: Annotated[
         list[Path] | None, typer.Option("--signatures", help="Extra signature directory or file (repeatable)")
     ] = None,
@@ -73,9 +71,7 @@ def analyze(
 @app.command("signatures")
 def signatures_cmd(
     extra: Annotated[list[Path] | None, typer.Option("--signatures", help="Extra signature dir/file")] = None,
-    check: Annotated[
-        bool, typer.Option("--check", help="Verify every example line matches its pattern")
-    ] = False,
+    check: Annotated[bool, typer.Option("--check", help="Verify every example line matches its pattern")] = False,
 ) -> None:
     """List the signature registry (built-in plus --signatures), or check it."""
     from rich.table import Table

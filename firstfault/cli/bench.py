@@ -20,16 +20,12 @@ app = typer.Typer(help="Benchmarks: accuracy on labelled bundles, speed against 
 
 @app.command("accuracy")
 def bench_accuracy(
-    cases: Annotated[
-        Path | None, typer.Argument(help="Directory of bundles, each with a truth.json")
-    ] = None,
+    cases: Annotated[Path | None, typer.Argument(help="Directory of bundles, each with a truth.json")] = None,
     corpus: Annotated[
         Path | None,
         typer.Option("--corpus", help="A corpus of real logs (log.txt + label.toml per case) instead"),
     ] = None,
-    markdown: Annotated[
-        Path | None, typer.Option("--markdown", help="Also write the table as Markdown")
-    ] = None,
+    markdown: Annotated[Path | None, typer.Option("--markdown", help="Also write the table as Markdown")] = None,
 ) -> None:
     """Per-case accuracy table against truth.json (next to the naive and torchrun baselines), or on a
     labelled corpus of real logs with --corpus."""
@@ -134,9 +130,7 @@ def html(
         if opened is None:
             print("open     not measured (needs /usr/bin/chromium and pip install playwright)")
         else:
-            print(
-                f"open     {opened} ms until every view is drawn (best of {runs}; budget {BUDGET_OPEN_MS} ms)"
-            )
+            print(f"open     {opened} ms until every view is drawn (best of {runs}; budget {BUDGET_OPEN_MS} ms)")
         print(f"report   {res['path']}")
     if over:
         raise typer.Exit(1)
@@ -148,8 +142,9 @@ def scale_accuracy(
     count: Annotated[int, typer.Option("--count", help="Scenarios (every fault kind, sizes 8..16,384)")] = 200,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the scenario plan")] = 0,
     jobs: Annotated[int, typer.Option("--jobs", help="Scenarios below 4,096 ranks run this many at once")] = 2,
-    sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated job sizes (ranks)")] =
-        "8,16,32,64,128,256,512,1024,2048,4096,16384",
+    sizes: Annotated[
+        str, typer.Option("--sizes", help="Comma-separated job sizes (ranks)")
+    ] = "8,16,32,64,128,256,512,1024,2048,4096,16384",
     kinds: Annotated[str, typer.Option("--kinds", help="Comma-separated fault kinds (default: all)")] = "",
     keep: Annotated[bool, typer.Option("--keep", help="Keep the bundles (disk!) under --workdir")] = False,
     workdir: Annotated[Path | None, typer.Option("--workdir", help="Where bundles are written")] = None,
@@ -172,8 +167,9 @@ def scale_speed(
     out: Annotated[Path, typer.Argument(help="Directory for scale_speed.{md,json,png}")],
     sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated job sizes (ranks)")] = "1024,4096,16384",
     steps: Annotated[int, typer.Option("--steps", help="Training steps of the per-size bundles")] = 60,
-    long_steps: Annotated[str, typer.Option("--long-steps", help="Longer runs of the largest size (GB-scale bundles)")]
-        = "300,1000",
+    long_steps: Annotated[
+        str, typer.Option("--long-steps", help="Longer runs of the largest size (GB-scale bundles)")
+    ] = "300,1000",
     kind: Annotated[str, typer.Option("--kind", help="Fault kind of the timed bundles")] = "dataloader_hang",
     keep: Annotated[bool, typer.Option("--keep", help="Keep the bundles")] = False,
     workdir: Annotated[Path | None, typer.Option("--workdir", help="Where bundles are written")] = None,
@@ -186,7 +182,14 @@ def scale_speed(
 
     if kind not in KINDS:
         raise typer.BadParameter(f"choose from {', '.join(FAULT_KINDS)}")
-    rows = run_speed(out, [int(x) for x in sizes.split(",") if x.strip()],
-                     [int(x) for x in long_steps.split(",") if x.strip()], steps, kind, workdir=workdir, keep=keep,
-                     limit_s=limit)
+    rows = run_speed(
+        out,
+        [int(x) for x in sizes.split(",") if x.strip()],
+        [int(x) for x in long_steps.split(",") if x.strip()],
+        steps,
+        kind,
+        workdir=workdir,
+        keep=keep,
+        limit_s=limit,
+    )
     typer.echo(render_speed(rows))

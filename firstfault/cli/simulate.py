@@ -36,14 +36,10 @@ def torch_cmd(
     step: Annotated[int, typer.Option("--step", help="Training step (0-based) at which it fires.")] = 5,
     nproc: Annotated[int, typer.Option("--nproc", help="Workers (torchrun --nproc-per-node).")] = 4,
     max_restarts: Annotated[int, typer.Option("--max-restarts", help="torchrun --max-restarts.")] = 0,
-    timeout: Annotated[
-        float, typer.Option("--timeout", help="Process-group (collective) timeout, seconds.")
-    ] = 10.0,
+    timeout: Annotated[float, typer.Option("--timeout", help="Process-group (collective) timeout, seconds.")] = 10.0,
     seed: Annotated[int, typer.Option("--seed", help="Seed for data and model init.")] = 0,
     steps: Annotated[int, typer.Option("--steps", help="Training steps per attempt.")] = 12,
-    wall_limit: Annotated[
-        float, typer.Option("--wall-limit", help="Hard limit for the whole run, seconds.")
-    ] = 120.0,
+    wall_limit: Annotated[float, typer.Option("--wall-limit", help="Hard limit for the whole run, seconds.")] = 120.0,
 ) -> None:
     """Run the small training workload under the real torchrun with FAULT injected."""
     # Imported lazily: torch is heavy and an optional extra of firstfault.
@@ -52,8 +48,16 @@ def torch_cmd(
     console = Console()
     try:
         bundle = simulate_torch(
-            out, fault=fault, rank=rank, step=step, nproc=nproc, max_restarts=max_restarts,
-            timeout=timeout, seed=seed, steps=steps, wall_limit=wall_limit,
+            out,
+            fault=fault,
+            rank=rank,
+            step=step,
+            nproc=nproc,
+            max_restarts=max_restarts,
+            timeout=timeout,
+            seed=seed,
+            steps=steps,
+            wall_limit=wall_limit,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
@@ -102,8 +106,9 @@ def slurm_cmd(
     chosen = tuple(scenario) if scenario else SCENARIO_NAMES
     console = Console()
     try:
-        bundles = simulate_slurm(out, chosen, fault=fault, rank=rank, step=step, keep_state=keep_state,
-                                 launcher=launcher)
+        bundles = simulate_slurm(
+            out, chosen, fault=fault, rank=rank, step=step, keep_state=keep_state, launcher=launcher
+        )
     except SlurmUnavailable as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from exc
@@ -112,8 +117,9 @@ def slurm_cmd(
     for b in bundles:
         truth = json.loads((b / "truth.json").read_text(encoding="utf-8"))
         s = truth["slurm"]
-        console.print(f"[bold]{truth['fault']}[/bold] job {s['job_id']} {s['job_state']} "
-                      f"(exit {s['exit_code']}) -> {b}")
+        console.print(
+            f"[bold]{truth['fault']}[/bold] job {s['job_id']} {s['job_state']} (exit {s['exit_code']}) -> {b}"
+        )
 
 
 _KIND_HELP = "; ".join(f"{k}: {v.summary}" for k, v in CLUSTER_KINDS.items())
@@ -130,26 +136,45 @@ def cluster_cmd(
     ep: Annotated[int, typer.Option("--ep", help="Expert-parallel size (divides the data-parallel size).")] = 1,
     fault: Annotated[
         list[str] | None,
-        typer.Option("--fault", help="KIND[@TIME][:TARGET], repeatable. TIME: seconds after training starts "
-                     "(300, 5m) or stepN; TARGET: rank=N (or N), host=NAME, gpu=HOST/K, link=HOST/K. "
-                     f"Kinds: {', '.join(CLUSTER_FAULT_KINDS)}."),
+        typer.Option(
+            "--fault",
+            help="KIND[@TIME][:TARGET], repeatable. TIME: seconds after training starts "
+            "(300, 5m) or stepN; TARGET: rank=N (or N), host=NAME, gpu=HOST/K, link=HOST/K. "
+            f"Kinds: {', '.join(CLUSTER_FAULT_KINDS)}.",
+        ),
     ] = None,
     nccl_timeout: Annotated[float, typer.Option("--nccl-timeout", help="Process-group timeout, seconds.")] = 600.0,
     steps: Annotated[int, typer.Option("--steps", help="Training steps the job plans to run.")] = 60,
     step_time: Annotated[float, typer.Option("--step-time", help="Seconds per training step.")] = 2.0,
     seed: Annotated[int, typer.Option("--seed", help="Seed: same seed, same bytes.")] = 0,
     clock_skew: Annotated[float, typer.Option("--clock-skew", help="Sigma of per-host clock offsets, seconds.")] = 0.05,
-    noise: Annotated[int, typer.Option("--noise", help="0: errors only; 1: NCCL INFO, start-up warnings; "
-                                       "2: + sub-communicator INFO, benign link flap, corrected PCIe errors.")] = 1,
-    kill_on_bad_exit: Annotated[bool, typer.Option(
-        "--kill-on-bad-exit/--no-kill-on-bad-exit",
-        help="srun --kill-on-bad-exit=1 (the first failed node ends the step).")] = True,
-    remote_errors: Annotated[bool, typer.Option(
-        "--remote-errors/--no-remote-errors", help="Peers sending to a dead process see IB completion errors.")] = True,
+    noise: Annotated[
+        int,
+        typer.Option(
+            "--noise",
+            help="0: errors only; 1: NCCL INFO, start-up warnings; "
+            "2: + sub-communicator INFO, benign link flap, corrected PCIe errors.",
+        ),
+    ] = 1,
+    kill_on_bad_exit: Annotated[
+        bool,
+        typer.Option(
+            "--kill-on-bad-exit/--no-kill-on-bad-exit",
+            help="srun --kill-on-bad-exit=1 (the first failed node ends the step).",
+        ),
+    ] = True,
+    remote_errors: Annotated[
+        bool,
+        typer.Option(
+            "--remote-errors/--no-remote-errors", help="Peers sending to a dead process see IB completion errors."
+        ),
+    ] = True,
     tee: Annotated[int, typer.Option("--tee", help="torchrun --tee: 3 (stdout+stderr) or 2 (stderr); 0: by size.")] = 0,
     fr: Annotated[bool, typer.Option("--fr/--no-fr", help="Write flight-recorder dumps when a watchdog fires.")] = True,
-    scheduler_logs: Annotated[bool, typer.Option("--scheduler-logs/--no-scheduler-logs",
-                                                 help="Include slurmctld.log, sacct.txt and job.sbatch.")] = True,
+    scheduler_logs: Annotated[
+        bool,
+        typer.Option("--scheduler-logs/--no-scheduler-logs", help="Include slurmctld.log, sacct.txt and job.sbatch."),
+    ] = True,
 ) -> None:
     """Simulate a cluster job with FAULT(s) injected and write a real-layout bundle with truth.json."""
     from firstfault_sim.cluster import Layout, SimConfig, parse_fault, simulate_cluster
@@ -161,9 +186,20 @@ def cluster_cmd(
         if not 8 <= hosts * gpus_per_host <= 16384:
             raise ValueError("the simulator covers 8 to 16,384 ranks (hosts x gpus-per-host)")
         cfg = SimConfig(
-            hosts=hosts, gpus_per_host=gpus_per_host, layout=layout, nccl_timeout_s=nccl_timeout, seed=seed,
-            clock_skew_s=clock_skew, noise=noise, steps=steps, step_time_s=step_time, faults=specs,
-            kill_on_bad_exit=kill_on_bad_exit, remote_errors=remote_errors, tee=tee, fr_dumps=fr,
+            hosts=hosts,
+            gpus_per_host=gpus_per_host,
+            layout=layout,
+            nccl_timeout_s=nccl_timeout,
+            seed=seed,
+            clock_skew_s=clock_skew,
+            noise=noise,
+            steps=steps,
+            step_time_s=step_time,
+            faults=specs,
+            kill_on_bad_exit=kill_on_bad_exit,
+            remote_errors=remote_errors,
+            tee=tee,
+            fr_dumps=fr,
             scheduler_logs=scheduler_logs,
         )
         truth = simulate_cluster(cfg, out)

@@ -389,7 +389,12 @@ def _no_dump(st: _State) -> None:
         if r not in st.observations:
             st.observations[r].append(
                 Observation(
-                    "no_dump", "", None, None, None, f"rank {r} wrote no flight-recorder dump (crashed, killed, or never dumped)"
+                    "no_dump",
+                    "",
+                    None,
+                    None,
+                    None,
+                    f"rank {r} wrote no flight-recorder dump (crashed, killed, or never dumped)",
                 )
             )
 
@@ -413,7 +418,9 @@ def _summaries(st: _State, culprits: list[FRCulprit]) -> list[FRGroupSummary]:
             elif r in st.stuck_together:
                 k2, s2, _ = st.stuck_together[r][0]
                 g2 = st.groups[k2]
-                summ.explained[r] = f"blocked in {pg_label(g2.name, g2.desc)} #{s2} (all members entered, none completed)"
+                summ.explained[r] = (
+                    f"blocked in {pg_label(g2.name, g2.desc)} #{s2} (all members entered, none completed)"
+                )
         summ.origin = (
             any((r in culprit_ranks) for r in summ.missing + summ.stalled + summ.mismatched + summ.no_dump)
             or k in primary_groups

@@ -65,7 +65,13 @@ def analyse_collectives(
         summ.state = "unknown"
         return
     p = _Pass(
-        k, label, summ, by_rank, edges, observations, known,
+        k,
+        label,
+        summ,
+        by_rank,
+        edges,
+        observations,
+        known,
         nodump=sorted(r for r, v in gv.items() if not v.has_dump),
         unknown=sorted(r for r, v in gv.items() if v.f is None and v.has_dump),
     )
@@ -92,7 +98,9 @@ def _mismatch(p: _Pass) -> int | None:
         present = p.by_seq[s]
         if len(present) < 2:
             continue
-        sigs = {r: (entry_signature(e), *(entry_signature(x) for x in p.multi.get((r, s), []))) for r, e in present.items()}
+        sigs = {
+            r: (entry_signature(e), *(entry_signature(x) for x in p.multi.get((r, s), []))) for r, e in present.items()
+        }
         counts = Counter(sigs.values())
         if len(counts) < 2:
             continue
@@ -111,7 +119,8 @@ def _mismatch(p: _Pass) -> int | None:
             if before is not None:
                 if before != sigs[r]:
                     text = (
-                        f"at collective #{s} of {p.label} rank {r} issued {signature_text(sigs[r])} where its previous call "
+                        f"at collective #{s} of {p.label} rank {r} issued {signature_text(sigs[r])} "
+                        "where its previous call "
                         f"from the same place issued {signature_text(before)}; the other member(s) kept their shape: "
                         "rank {r} changed what it sends (the first divergence)".replace("{r}", str(r))
                     )
@@ -204,7 +213,6 @@ def _stalled(p: _Pass, have_done: list[int]) -> list[int]:
             )
     p.summ.stalled = sorted(stalled)
     return stalled
-
 
 
 def _waiting(p: _Pass, fmin: int, fmax: int) -> int | None:

@@ -6,6 +6,7 @@ import bisect
 
 from firstfault.flightrec.common import KIND_SCORE, Edge, Group, Observation, frames_text
 from firstfault.flightrec.load import FRDump
+from firstfault.vocab.enums import FRKind
 from firstfault.vocab.flightrec import FRCulprit, FRGroupSummary
 
 
@@ -59,7 +60,7 @@ def build_culprits(
         out.append(
             FRCulprit(
                 rank=r,
-                kind=kind_out,
+                kind=FRKind(kind_out),
                 reason=best.text,
                 pg=grp.name if grp else None,
                 seq=best.seq,

@@ -30,9 +30,55 @@ def resolve_groups(
     default group = the whole world; otherwise the ranks that hold entries for
     it (gloo), which cannot see a member that never issued an op in the group.
     """
-    # Rank tuples are shared objects (the loader caches them by string), so they
-    # are grouped by identity first: hashing a 16k-int tuple once per rank would
-    # make this quadratic in the world size.
+    memberships, descs, rank_cfg = _memberships(dumps)
+    seen_in_entries: dict[str, set[int]] = defaultdict(set)
+    p2p_groups: set[str] = set()
+    coll_groups: set[str] = set()
+    for d in dumps:
+        for e in d.entries:
+            seen_in_entries[e.pg_name].add(d.rank)
+            if e.pg_desc and e.pg_desc != "undefined":
+                descs[e.pg_name][e.pg_desc] += 1
+            (p2p_groups if e.is_p2p else coll_groups).add(e.pg_name)
+    hints = group_hints or {}
+    groups: dict[str, Group] = {}
+    key_of: dict[tuple[int, str], str] = {}
+    for name in sorted(set(memberships) | set(seen_in_entries), key=lambda n: (len(n), n)):
+        desc = descs[name].most_common(1)[0][0] if descs[name] else "undefined"
+        variants = memberships.get(name)
+        if variants and len(variants) > 1:
+            # split_group may reuse one name for disjoint groups: key by members.
+            for ranks in variants:
+                key = f"{name}@{min(ranks)}"
+                groups[key] = Group(key, name, desc, tuple(sorted(ranks)), "pg_config")
+                for r in ranks:
+                    if rank_cfg.get((r, name)) == ranks or (r, name) not in rank_cfg:
+                        key_of[(r, name)] = key
+            continue
+        members, source = _members(name, desc, variants, hints, tuple(world), seen_in_entries[name])
+        extra = seen_in_entries[name] - set(members)
+        if extra and source != "inferred":
+            warnings.append(
+                f"pg {name}: ranks {ranks_text(extra)} hold entries for it but are not listed as members; added"
+            )
+            members = tuple(sorted(set(members) | extra))
+        groups[name] = Group(name, name, desc, members, source)
+    for g in groups.values():
+        g.has_p2p = g.name in p2p_groups
+        g.has_coll = g.name in coll_groups
+    complete_families(groups, world, set(d.rank for d in dumps), warnings)
+    _membership_warnings(groups, warnings)
+    return groups, key_of
+
+
+def _memberships(
+    dumps: Sequence[FRDump],
+) -> tuple[dict[str, list[tuple[int, ...]]], dict[str, Counter[str]], dict[tuple[int, str], tuple[int, ...]]]:
+    """Per group name, the distinct member lists the dumps' pg_config give, and the descriptions.
+
+    Rank tuples are shared objects (the loader caches them by string), so they are grouped by
+    identity first: hashing a 16k-int tuple once per rank would make this quadratic in the world.
+    """
     by_id: dict[str, dict[int, tuple[int, ...]]] = defaultdict(dict)
     descs: dict[str, Counter[str]] = defaultdict(Counter)
     rank_cfg: dict[tuple[int, str], tuple[int, ...]] = {}
@@ -50,52 +96,28 @@ def resolve_groups(
             if not any(t is u or (len(t) == len(u) and t == u) for u in distinct):
                 distinct.append(t)
         memberships[name] = distinct
-    seen_in_entries: dict[str, set[int]] = defaultdict(set)
-    p2p_groups: set[str] = set()
-    coll_groups: set[str] = set()
-    for d in dumps:
-        for e in d.entries:
-            seen_in_entries[e.pg_name].add(d.rank)
-            if e.pg_desc and e.pg_desc != "undefined":
-                descs[e.pg_name][e.pg_desc] += 1
-            (p2p_groups if e.is_p2p else coll_groups).add(e.pg_name)
-    hints = group_hints or {}
-    groups: dict[str, Group] = {}
-    key_of: dict[tuple[int, str], str] = {}
-    world_t = tuple(world)
-    for name in sorted(set(memberships) | set(seen_in_entries), key=lambda n: (len(n), n)):
-        desc = descs[name].most_common(1)[0][0] if descs[name] else "undefined"
-        variants = memberships.get(name)
-        if variants and len(variants) > 1:
-            # split_group may reuse one name for disjoint groups: key by members.
-            for ranks in variants:
-                key = f"{name}@{min(ranks)}"
-                groups[key] = Group(key, name, desc, tuple(sorted(ranks)), "pg_config")
-                for r in ranks:
-                    if rank_cfg.get((r, name)) == ranks or (r, name) not in rank_cfg:
-                        key_of[(r, name)] = key
-            continue
-        if variants:
-            members = tuple(sorted(variants[0]))
-            source = "pg_config"
-        elif name in hints or desc in hints:
-            members = tuple(sorted(set(int(r) for r in hints.get(name, hints.get(desc, [])))))
-            source = "hint"
-        elif desc == "default_pg" or (name == "0" and desc in ("undefined", "")):
-            members = world_t
-            source = "default_pg"
-        else:
-            members = tuple(sorted(seen_in_entries[name]))
-            source = "inferred"
-        extra = seen_in_entries[name] - set(members)
-        if extra and source != "inferred":
-            warnings.append(f"pg {name}: ranks {ranks_text(extra)} hold entries for it but are not listed as members; added")
-            members = tuple(sorted(set(members) | extra))
-        groups[name] = Group(name, name, desc, members, source)
-    for g in groups.values():
-        g.has_p2p = g.name in p2p_groups
-        g.has_coll = g.name in coll_groups
-    complete_families(groups, world, set(d.rank for d in dumps), warnings)
+    return memberships, descs, rank_cfg
+
+
+def _members(
+    name: str,
+    desc: str,
+    variants: list[tuple[int, ...]] | None,
+    hints: dict[str, list[int]],
+    world: tuple[int, ...],
+    seen: set[int],
+) -> tuple[tuple[int, ...], str]:
+    """A group's members and where they came from: pg_config, a hint, the default group, or its entries."""
+    if variants:
+        return tuple(sorted(variants[0])), "pg_config"
+    if name in hints or desc in hints:
+        return tuple(sorted(set(int(r) for r in hints.get(name, hints.get(desc, []))))), "hint"
+    if desc == "default_pg" or (name == "0" and desc in ("undefined", "")):
+        return world, "default_pg"
+    return tuple(sorted(seen)), "inferred"
+
+
+def _membership_warnings(groups: dict[str, Group], warnings: list[str]) -> None:
     single = [g.name for g in groups.values() if g.membership == "inferred" and len(g.members) == 1]
     if single:
         warnings.append(
@@ -108,7 +130,6 @@ def resolve_groups(
             f"membership of {len(inferred)} group(s) inferred from which ranks hold entries "
             f"(no pg_config/hints): {', '.join(g.name for g in inferred[:8])}" + (" ..." if len(inferred) > 8 else "")
         )
-    return groups, key_of
 
 
 def complete_families(groups: dict[str, Group], world: list[int], dumped: set[int], warnings: list[str]) -> None:

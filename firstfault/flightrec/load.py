@@ -449,46 +449,13 @@ def parse_dump_object(obj: Any, *, path: str, rank: int | None, fmt: str) -> FRD
     clv = obj.get("comm_lib_version", obj.get("nccl_version"))
     comm_lib_version = str(clv) if isinstance(clv, (str, int, float)) and str(clv) else None
 
-    pg_config: dict[str, FRPGConfig] = {}
-    raw_cfg = obj.get("pg_config")
-    if isinstance(raw_cfg, dict):
-        for key, cfg in raw_cfg.items():
-            if not isinstance(cfg, dict):
-                continue
-            name = str(cfg.get("name", key))
-            ranks = _parse_ranks(cfg.get("ranks"))
-            if name == "" and not ranks:
-                continue  # gloo writes a single empty placeholder
-            pg_config[name] = FRPGConfig(name=name, desc=str(cfg.get("desc", "undefined")), ranks=ranks or None)
+    pg_config = _pg_config(obj.get("pg_config"))
     if not pg_config:
         notes.append("pg_config is empty (gloo dumps carry no group membership)")
-
-    pg_status: dict[str, FRPGStatus] = {}
-    raw_st = obj.get("pg_status")
-    if isinstance(raw_st, dict):
-        for uid, st in raw_st.items():
-            if isinstance(st, dict):
-                pg_status[str(uid)] = FRPGStatus(
-                    uid=str(uid),
-                    last_enqueued=_as_int(st.get("last_enqueued_collective")),
-                    last_started=_as_int(st.get("last_started_collective")),
-                    last_completed=_as_int(st.get("last_completed_collective")),
-                )
-
-    entries: list[FREntry] = []
-    raw_entries = obj.get("entries")
-    skipped = 0
-    frame_cache: dict[int, FRFrame] = {}
-    if isinstance(raw_entries, list):
-        for raw in raw_entries:
-            e = _entry(raw, is_json, frame_cache) if isinstance(raw, dict) else None
-            if e is None:
-                skipped += 1
-            else:
-                entries.append(e)
+    pg_status = _pg_status(obj.get("pg_status"))
+    entries, skipped = _entries(obj.get("entries"), is_json)
     if skipped:
         notes.append(f"{skipped} malformed entries skipped")
-    entries.sort(key=lambda e: e.record_id)
 
     backend = ""
     if entries:
@@ -516,6 +483,50 @@ def parse_dump_object(obj: Any, *, path: str, rank: int | None, fmt: str) -> FRD
         ring_wrapped=ring_wrapped,
         notes=notes,
     )
+
+
+def _pg_config(raw_cfg: Any) -> dict[str, FRPGConfig]:
+    pg_config: dict[str, FRPGConfig] = {}
+    if isinstance(raw_cfg, dict):
+        for key, cfg in raw_cfg.items():
+            if not isinstance(cfg, dict):
+                continue
+            name = str(cfg.get("name", key))
+            ranks = _parse_ranks(cfg.get("ranks"))
+            if name == "" and not ranks:
+                continue  # gloo writes a single empty placeholder
+            pg_config[name] = FRPGConfig(name=name, desc=str(cfg.get("desc", "undefined")), ranks=ranks or None)
+    return pg_config
+
+
+def _pg_status(raw_st: Any) -> dict[str, FRPGStatus]:
+    pg_status: dict[str, FRPGStatus] = {}
+    if isinstance(raw_st, dict):
+        for uid, st in raw_st.items():
+            if isinstance(st, dict):
+                pg_status[str(uid)] = FRPGStatus(
+                    uid=str(uid),
+                    last_enqueued=_as_int(st.get("last_enqueued_collective")),
+                    last_started=_as_int(st.get("last_started_collective")),
+                    last_completed=_as_int(st.get("last_completed_collective")),
+                )
+    return pg_status
+
+
+def _entries(raw_entries: Any, is_json: bool) -> tuple[list[FREntry], int]:
+    """The dump's entries in record order, and how many were malformed (skipped)."""
+    entries: list[FREntry] = []
+    skipped = 0
+    frame_cache: dict[int, FRFrame] = {}
+    if isinstance(raw_entries, list):
+        for raw in raw_entries:
+            e = _entry(raw, is_json, frame_cache) if isinstance(raw, dict) else None
+            if e is None:
+                skipped += 1
+            else:
+                entries.append(e)
+    entries.sort(key=lambda e: e.record_id)
+    return entries, skipped
 
 
 def _rank_from_name(path: str) -> int | None:

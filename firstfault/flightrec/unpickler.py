@@ -159,7 +159,7 @@ def _readline(data: bytes, pos: int) -> tuple[bytes, int]:
     return data[pos:end], end + 1
 
 
-def restricted_loads(data: bytes, source: str = "<bytes>") -> Any:
+def restricted_loads(data: bytes, source: str = "<bytes>") -> Any:  # noqa: C901  (the opcode loop, see below)
     """Unpickle ``data`` building only plain containers and primitives.
 
     Why not ``pickle.Unpickler`` with ``find_class`` overridden: that blocks code

@@ -159,7 +159,14 @@ class Registry:
             fields = {k: v for k, v in (m.groupdict() if m else {}).items() if v is not None}
             fields.update(sig.sets)
             out = LineMatch(
-                sig.id, sig.category, sig.layer, sig.role, sig.severity, sig.priority, sig.context_lines, sig.hook,
+                sig.id,
+                sig.category,
+                sig.layer,
+                sig.role,
+                sig.severity,
+                sig.priority,
+                sig.context_lines,
+                sig.hook,
                 fields,
             )
         elif unrecognised and _error_literal(hits, line) and is_error_line(line):

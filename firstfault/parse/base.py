@@ -19,11 +19,13 @@ from typing import Any, ClassVar
 from firstfault.discover import SourceFile
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
+from firstfault.vocab import TsQuality
 from firstfault.vocab.identity import ELASTIC_PREFIX, RANK_PREFIX, strip_prefixes
 from firstfault.vocab.topology import Topology
 
 # cheap precheck: every timestamp format firstfault reads has a clock in it
 _CLOCK = re.compile(r"\d\d:\d\d:\d\d")
+
 
 def _rank_dir(rel: str) -> str:
     return rel.rsplit("/", 1)[0]
@@ -60,7 +62,7 @@ class LineInfo:
 
     text: str
     ts: float | None = None
-    ts_quality: str = "none"
+    ts_quality: TsQuality = TsQuality.NONE
     host: str | None = None
     rank: int | None = None
     local_rank: int | None = None
@@ -156,11 +158,11 @@ class SourceParser:
             info.rank = rank
         return text
 
-    def timestamp(self, hit: Hit, text: str) -> tuple[float | None, str]:
+    def timestamp(self, hit: Hit, text: str) -> tuple[float | None, TsQuality]:
         ts = parse_timestamp(text, self.ctx.year_hint) if _CLOCK.search(text, 0, 140) else None
         if ts is not None:
             self._prev = (hit.buf, hit.start, ts)
-            return ts, "exact"
+            return ts, TsQuality.EXACT
         buf_id, prev_start, prev_ts = self._prev
         same = buf_id is hit.buf
         stop = prev_start if same else 0
@@ -177,7 +179,7 @@ class SourceParser:
         else:
             ts = prev_ts if same and prev_ts is not None else self.last_ts
         self._prev = (hit.buf, hit.start, ts)
-        return (ts, "inherited") if ts is not None else (None, "none")
+        return (ts, TsQuality.INHERITED) if ts is not None else (None, TsQuality.NONE)
 
     def locate(self, hit: Hit) -> LineInfo:
         info = LineInfo(text="")

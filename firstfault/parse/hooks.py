@@ -14,7 +14,7 @@ from collections.abc import Callable
 from firstfault.parse.base import ParseContext
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
-from firstfault.vocab import Event
+from firstfault.vocab import Event, TsQuality
 
 _REC_RANK = re.compile(r"^\s*rank\s*: (?P<rank>\d+) \(local_rank: (?P<local_rank>\d+)\)")
 _REC_HOST = re.compile(r"^\s*host\s*: (?P<host>\S+)")
@@ -34,7 +34,7 @@ def torchelastic_failure_record(ev: Event, hit: Hit, ctx: ParseContext) -> None:
         elif m := _REC_TIME.match(line):
             ts = parse_timestamp(m["time"].replace("_", "T"))
             if ts is not None:
-                ev.ts, ev.ts_quality = ts, "coarse"
+                ev.ts, ev.ts_quality = ts, TsQuality.COARSE
         elif _REC_INDEX.match(line):
             nxt = above[-i - 2] if i + 2 <= len(above) else ""
             ev.fields["torchrun_root"] = "1" if "Root Cause (first observed failure)" in nxt else "0"

@@ -138,9 +138,7 @@ class HostIB:
         if len(seen) < 2:
             return {}
         first, last = seen[0], seen[-1]
-        return {
-            k: last[k] - first.get(k, 0) for k in ERROR_COUNTERS if k in last and last[k] > first.get(k, 0)
-        }
+        return {k: last[k] - first.get(k, 0) for k in ERROR_COUNTERS if k in last and last[k] > first.get(k, 0)}
 
 
 def _parse_port_blocks(
@@ -310,9 +308,7 @@ def collect(bundle: Bundle) -> dict[str, HostIB]:
         hib = hosts.setdefault(host, HostIB(host if host != "?" else None))
         hib.merge(ports)
         hib.add_counters(counters, sf.rel)
-    for (host, _key), snap in sorted(
-        counter_groups.items(), key=lambda kv: (kv[0][0], _snapshot_order(kv[0][1]))
-    ):
+    for (host, _key), snap in sorted(counter_groups.items(), key=lambda kv: (kv[0][0], _snapshot_order(kv[0][1]))):
         hib = hosts.setdefault(host, HostIB(host if host != "?" else None))
         hib.add_counters(snap, "sysfs counters")
     return hosts

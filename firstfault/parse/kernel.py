@@ -39,15 +39,13 @@ from firstfault.discover import SourceFile
 from firstfault.parse.base import LineInfo, ParseContext, SourceParser, register_parser
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
+from firstfault.vocab import TsQuality
 from firstfault.vocab.topology import normalize_pci
 
 HEAD_BYTES = 256 * 1024
 
 _MONTHS = {
-    m: i
-    for i, m in enumerate(
-        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1
-    )
+    m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1)
 }
 
 # kmsg: "PRI,SEQ,USEC,FLAGS[,...];MESSAGE"
@@ -68,9 +66,7 @@ _FMTIME = re.compile(
     r"^\[(?P<mon>[A-Z][a-z]{2})\s+(?P<d>\d{1,2})\s+(?P<y>\d{4})\s+(?P<h>\d{1,2}):(?P<mi>\d{2}):(?P<s>\d{2})\]\s?"
 )
 # ISO 8601 (dmesg --time-format iso uses a comma before the microseconds; journald short-iso)
-_ISO = re.compile(
-    r"^(?P<iso>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)\s"
-)
+_ISO = re.compile(r"^(?P<iso>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)\s")
 # journalctl -o short-full: "Fri 2025-02-14 05:03:41 UTC "
 _FULL = re.compile(
     r"^[A-Z][a-z]{2} (?P<iso>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,9})?) "
@@ -150,9 +146,7 @@ _NAME_HOST = (
         r"[-_](?P<host>[A-Za-z0-9][\w.-]*?)"
         r"(?:\.(?:log|txt|out))?$"
     ),
-    re.compile(
-        r"^(?P<host>[A-Za-z0-9][\w.-]*?)[-_.](?:dmesg|kern|kernel|kmsg|journal|syslog)(?:\.(?:log|txt|out))?$"
-    ),
+    re.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*?)[-_.](?:dmesg|kern|kernel|kmsg|journal|syslog)(?:\.(?:log|txt|out))?$"),
 )
 
 
@@ -404,14 +398,14 @@ class KernelLogParser(SourceParser):
         if kl.fmt == "syslog":
             kl = self._roll_year(kl, hit.text)
         info = LineInfo(text=kl.msg)
-        quality = "exact"
+        quality = TsQuality.EXACT
         if kl.wall is None and kl.mono is None and hit.text[:1].isspace():
             # a continuation line of a multi-line printk: it happened when the line above did
             for above in reversed(hit.before(4)):
                 ka = parse_line(above, self.year)
                 if ka.wall is not None or ka.mono is not None:
                     kl.wall, kl.mono, kl.host = ka.wall, ka.mono, kl.host or ka.host
-                    quality = "inherited"
+                    quality = TsQuality.INHERITED
                     break
         info.host = kl.host or self.file_host or self.ctx.default_host
         if kl.wall is not None:

@@ -19,9 +19,7 @@ LITERALS = ("step ", "step:", "iteration ")
 _OWN_MS = re.compile(r"\b(?:compute_ms|compute time \(ms\)|fwd_bwd_ms)[ =:]\s*(?P<ms>[\d.]+)")
 _PATTERNS = [
     re.compile(r"\bstep[ :=]\s*(?P<step>\d+)\b(?:.*?\bstep_time_ms[ =:]\s*(?P<ms>[\d.]+))?"),
-    re.compile(
-        r"\biteration\s+(?P<step>\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\):\s*(?P<ms>[\d.]+)"
-    ),
+    re.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\):\s*(?P<ms>[\d.]+)"),
 ]
 _RANK = re.compile(r"\[rank(?P<rank>\d+)\]|\brank[ =:](?P<rank2>\d+)\b")
 
@@ -35,7 +33,18 @@ TRAINING_MARKER = re.compile(
     r"|(?i:\b(?:lm |train(?:ing)?[ _])?loss['\"]?\s*[:=|]?\s*[-+]?(?:\d+\.\d+(?:e[-+]?\d+)?|nan|inf)\b)"
     r"|\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)\])"
 )
-TRAINING_LITERALS = ("step", "Step", "iter", "Iter", "poch", "loss", "Loss", "LOSS", "it/s", "s/it")  # "STEP 9.0": SLURM's
+TRAINING_LITERALS = (
+    "step",
+    "Step",
+    "iter",
+    "Iter",
+    "poch",
+    "loss",
+    "Loss",
+    "LOSS",
+    "it/s",
+    "s/it",
+)  # "STEP 9.0": SLURM's
 
 
 def match_progress(text: str) -> tuple[int, float | None, int | None] | None:

@@ -71,8 +71,12 @@ class ParseResult:
         flight-recorder dump or a launcher's per-rank file: evidence that this is what a job left.
         Without any, saying "no failure" would be a lie about a file that is not a job log at all."""
         return bool(
-            self.events or self.ctx.training_seen or any(self.ctx.progress_by_attempt.values())
-            or self.ctx.has_fr_dumps or self.ctx.has_rank_files or self.ctx.has_error_files
+            self.events
+            or self.ctx.training_seen
+            or any(self.ctx.progress_by_attempt.values())
+            or self.ctx.has_fr_dumps
+            or self.ctx.has_rank_files
+            or self.ctx.has_error_files
         )
 
     def launched(self) -> bool:
@@ -139,9 +143,7 @@ def _year_hint(bundle: Bundle) -> int | None:
     return None
 
 
-def _elastic_error_json(
-    sf: SourceFile, classifier: LineClassifier, ctx: ParseContext, next_id: int
-) -> Iterator[Event]:
+def _elastic_error_json(sf: SourceFile, classifier: LineClassifier, ctx: ParseContext, next_id: int) -> Iterator[Event]:
     """torchrun's per-rank error.json (written by @record): the exception, to the second."""
     try:
         if sf.size > 16 * 1024 * 1024:
@@ -189,9 +191,7 @@ def _elastic_error_json(
     )
 
 
-def parse_file(
-    sf: SourceFile, classifier: LineClassifier, ctx: ParseContext, start_id: int
-) -> tuple[list[Event], int]:
+def parse_file(sf: SourceFile, classifier: LineClassifier, ctx: ParseContext, start_id: int) -> tuple[list[Event], int]:
     """Events of one text file, and how many lines the prefilter flagged."""
     parser = parser_for(sf, ctx)
     if parser.job_output:
@@ -304,7 +304,9 @@ def _world_size(lines: list[str], ctx: ParseContext) -> None:
             continue
         for m in _WORLD.finditer(raw):
             n = int(m["n"])
-            if 1 < n <= settings.current().limits.max_world and (ctx.topology.world_size is None or n > ctx.topology.world_size):
+            if 1 < n <= settings.current().limits.max_world and (
+                ctx.topology.world_size is None or n > ctx.topology.world_size
+            ):
                 ctx.topology.world_size = n
 
 
@@ -435,7 +437,9 @@ def _new_context(bundle: Bundle, topology: Topology | None) -> ParseContext:
     ctx.rank_dirs_local = {f.local_rank for f in rank_logs if f.local_rank is not None}
     ctx.has_fr_dumps = bool(bundle.of_kind("fr_dump"))
     ctx.has_error_files = bool(bundle.of_kind("elastic_error_json"))
-    ctx.has_launch_output = any(f.kind in ("launcher_console", "elastic_rank_log", "slurm_output") for f in bundle.files)
+    ctx.has_launch_output = any(
+        f.kind in ("launcher_console", "elastic_rank_log", "slurm_output") for f in bundle.files
+    )
     ctx.rank_files = frozenset((f.host, f.local_rank) for f in rank_logs if f.local_rank is not None)
     # At scale the console is one file (one core reads it alone) that repeats every rank's file:
     # its worker lines are skipped. Small jobs keep them: their arrival order breaks near-ties.
@@ -468,8 +472,11 @@ def _worker(indexes: list[int]) -> tuple[list[Event], ParseContext, int, int, in
     assert _FORKED is not None
     bundle, classifier, template = _FORKED
     ctx = ParseContext(
-        year_hint=template.year_hint, topology=template.topology, has_rank_files=template.has_rank_files,
-        rank_files=template.rank_files, skip_tee_copies=template.skip_tee_copies,
+        year_hint=template.year_hint,
+        topology=template.topology,
+        has_rank_files=template.has_rank_files,
+        rank_files=template.rank_files,
+        skip_tee_copies=template.skip_tee_copies,
     )
     events, read, nbytes, flagged = _parse_files([bundle.files[i] for i in indexes], classifier, ctx)
     return events, ctx, read, nbytes, flagged
@@ -537,9 +544,7 @@ def parse_bundle(bundle: Bundle, classifier: LineClassifier, jobs: int | None = 
         jobs = 1  # a pool's worker (a benchmark, a service) may not fork workers of its own
     result = ParseResult([], ctx)
     if jobs == 1 or "fork" not in mp.get_all_start_methods():
-        events, result.files_read, result.bytes_read, result.lines_flagged = _parse_files(
-            bundle.files, classifier, ctx
-        )
+        events, result.files_read, result.bytes_read, result.lines_flagged = _parse_files(bundle.files, classifier, ctx)
     else:
         classifier.finder  # noqa: B018  (compile once, before forking)
         _FORKED = (bundle, classifier, ctx)

@@ -35,6 +35,7 @@ from firstfault.discover import SourceFile
 from firstfault.parse.base import LineInfo, ParseContext, SourceParser, register_parser
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
+from firstfault.vocab import TsQuality
 from firstfault.vocab.identity import ELASTIC_PREFIX
 from firstfault.vocab.topology import Topology
 
@@ -510,15 +511,15 @@ class SlurmParser(SourceParser):
     def _labelled(self, raw: str) -> bool:
         return self.shape == "job_output" and _SRUN_LABEL.match(raw) is not None
 
-    def timestamp(self, hit: Hit, text: str) -> tuple[float | None, str]:
+    def timestamp(self, hit: Hit, text: str) -> tuple[float | None, TsQuality]:
         if self.shape == "scontrol" and self.end_ts is not None:
-            return self.end_ts, "coarse"
+            return self.end_ts, TsQuality.COARSE
         if self.shape == "sacct" and self.sacct_end is not None:
             cells = hit.text.split("|")
             if self.sacct_end < len(cells):
                 ts = parse_timestamp(cells[self.sacct_end], self.ctx.year_hint)
                 if ts is not None:
-                    return ts, "coarse"  # a summary record, whole seconds: never beats a log line
+                    return ts, TsQuality.COARSE  # a summary record, whole seconds: never beats a log line
         return super().timestamp(hit, text)
 
     def locate(self, hit: Hit) -> LineInfo:
@@ -527,7 +528,7 @@ class SlurmParser(SourceParser):
         text = self.strip(hit.text, info)
         info.text = text
         if info.ts is not None:
-            info.ts_quality = "exact"
+            info.ts_quality = TsQuality.EXACT
         else:
             info.ts, info.ts_quality = self.timestamp(hit, text)
         if info.ts is not None:

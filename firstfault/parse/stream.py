@@ -69,7 +69,7 @@ def _decode(b: bytes) -> str:
     return b.decode("utf-8", "replace").rstrip("\r")
 
 
-def scan(
+def scan(  # noqa: C901  (the hot loop, see below)
     fh: IO[bytes],
     finder: Finder,
     *,

@@ -143,7 +143,12 @@ def _winner(cands: list[Candidate], corr: Correlation, inp: ReasoningInput) -> t
     common = common_failure(corr, world)
     if common is not None and common_applies(win, common):
         win = Candidate(
-            CandidateKind.COMMON, common.event, None, None, common.event.ts, common.event.category,
+            CandidateKind.COMMON,
+            common.event,
+            None,
+            None,
+            common.event.ts,
+            common.event.category,
             [common.describe(world)],
         )
         rest = [c for c in rest if c.event is None or template_key(c.event) != template_key(common.event)]
@@ -197,14 +202,27 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
     """No candidate: errors nothing places (unknown), or no error at all (the job ended well)."""
     if corr.errors:
         cat, summary, conf, act = (
-            Category.UNKNOWN, "errors were found but none could be placed as the root", 0.2, Action.RESTART
+            Category.UNKNOWN,
+            "errors were found but none could be placed as the root",
+            0.2,
+            Action.RESTART,
         )
     else:
         cat, summary, conf, act = Category.NONE, "no failure found: the job shows no error evidence", 0.9, Action.NONE
     links, frac = chain(corr, None, [])
     return Verdict(
-        cat, Culprit(), act, conf, summary, None, links, frac if corr.errors else 1.0, [], list(warnings),
-        progress=inp.progress, flight_recorder=inp.fr,
+        cat,
+        Culprit(),
+        act,
+        conf,
+        summary,
+        None,
+        links,
+        frac if corr.errors else 1.0,
+        [],
+        list(warnings),
+        progress=inp.progress,
+        flight_recorder=inp.fr,
     )
 
 

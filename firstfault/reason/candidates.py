@@ -56,10 +56,7 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
     if not pool and not fr_list:
         return [_nobody_stands_out(corr, victims, ev)]
     # a rank that entered the collective with other arguments times out like its peers: not quiet
-    pool += [
-        c.rank for c in fr_list
-        if c.kind == FRKind.MISMATCHED and c.rank not in pool and c.rank in corr.ranks
-    ]
+    pool += [c.rank for c in fr_list if c.kind == FRKind.MISMATCHED and c.rank not in pool and c.rank in corr.ranks]
     timeouts = any(
         v.first_cascade is not None and v.first_cascade.category == Category.HANG for v in corr.ranks.values()
     )
@@ -150,8 +147,6 @@ def where_stopped(events: Sequence[Event]) -> str | None:
     return where + (" (inside the data loader)" if loader else "")
 
 
-
-
 def stalled_first(first: Candidate, corr: Correlation, ev: ReasoningInput) -> Candidate | None:
     """A rank that stopped making progress well before the first error, while its peers went on.
 
@@ -177,7 +172,10 @@ def stalled_first(first: Candidate, corr: Correlation, ev: ReasoningInput) -> Ca
         return None
     step_s = median(intervals)
     assert slow.last_step is not None and slow.last_step_ts is not None
-    if ahead - last < settings.current().reasoning.stall_steps or first.ts - slow.last_step_ts < settings.current().reasoning.stall_steps * step_s + 5.0:
+    if (
+        ahead - last < settings.current().reasoning.stall_steps
+        or first.ts - slow.last_step_ts < settings.current().reasoning.stall_steps * step_s + 5.0
+    ):
         return None
     v = corr.ranks.get(slow.rank)
     if v is not None and (v.first_root is not None or v.first_cascade is not None):
@@ -191,8 +189,6 @@ def stalled_first(first: Candidate, corr: Correlation, ev: ReasoningInput) -> Ca
     if where:
         reasons.append(where)
     return Candidate("silent", None, slow.rank, None, slow.last_step_ts + step_s, Category.HANG, reasons)
-
-
 
 
 def stalled_before_limit(win: Candidate, corr: Correlation, ev: ReasoningInput) -> Candidate | None:
@@ -212,7 +208,11 @@ def stalled_before_limit(win: Candidate, corr: Correlation, ev: ReasoningInput) 
         return None
     last = max(p.last_step_ts for p in prog if p.last_step_ts is not None)
     intervals = [p.step_interval_s for p in prog if p.step_interval_s]
-    need = max(settings.current().reasoning.stall_before_limit_s, 10 * median(intervals)) if intervals else settings.current().reasoning.stall_before_limit_s
+    need = (
+        max(settings.current().reasoning.stall_before_limit_s, 10 * median(intervals))
+        if intervals
+        else settings.current().reasoning.stall_before_limit_s
+    )
     if win.ts - last < need:
         return None
     steps = sorted({p.last_step for p in prog if p.last_step is not None})
@@ -246,7 +246,11 @@ def _odd_rank_out(corr: Correlation, prog: Sequence[RankProgress]) -> tuple[int 
         odd = [rs[0] for rs in counts.values() if len(rs) == 1]
         if len(counts) == 2 and len(odd) == 1:
             r = odd[0]
-            return r, f"at the kill rank {r} was in {tops[r]}, every peer elsewhere ({where_stopped(corr.ranks[r].events) or ''})"
+            return (
+                r,
+                f"at the kill rank {r} was in {tops[r]}, every peer elsewhere "
+                f"({where_stopped(corr.ranks[r].events) or ''})",
+            )
     return None, None
 
 
@@ -304,7 +308,6 @@ def _rank_of_host_event(h: Candidate, topo: Topology) -> int | None:
     if failed:
         return failed[0]
     if h.event is not None and h.event.gpu:
-        
         on_gpu = topo.ranks_on_gpu(h.host, h.event.gpu)
         if on_gpu:
             return on_gpu[0]

@@ -95,8 +95,13 @@ def group_mismatch(reports: Sequence[Event]) -> GroupMismatch | None:
     fps = {local_to_global.get(lr, lr): fp for lr, fp in fp_of_local.items()}
     mapped = ", ".join(f"group rank {lr} = global rank {g}" for lr, g in sorted(local_to_global.items()))
     reason = (
-        f"TORCH_DISTRIBUTED_DEBUG=DETAIL's report names ranks within the process group ({mapped or 'no mapping seen'}); "
-        + ("the two ranks disagree and neither is the majority" if tie else f"global rank {culprits[0]} runs a collective the others do not")
+        "TORCH_DISTRIBUTED_DEBUG=DETAIL's report names ranks within the process group "
+        f"({mapped or 'no mapping seen'}); "
+        + (
+            "the two ranks disagree and neither is the majority"
+            if tie
+            else f"global rank {culprits[0]} runs a collective the others do not"
+        )
         + f": {fps.get(culprits[0], '')}"
     )
     return GroupMismatch(culprits, local_to_global, fps, reason)

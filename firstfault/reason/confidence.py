@@ -26,9 +26,15 @@ _KIND_PHRASE = {
 
 def confidence(win: Candidate, rest: Sequence[Candidate], ev: ReasoningInput) -> tuple[float, list[str]]:
     why: list[str] = []
-    base = {"event": 0.8, "exit": 0.7, "silent": 0.55, "slow": 0.6, "unrecognised": 0.35, "common": 0.8, "stalled": 0.6}.get(
-        win.kind, 0.5
-    )
+    base = {
+        "event": 0.8,
+        "exit": 0.7,
+        "silent": 0.55,
+        "slow": 0.6,
+        "unrecognised": 0.35,
+        "common": 0.8,
+        "stalled": 0.6,
+    }.get(win.kind, 0.5)
     score = base
     why.append(f"{base:.2f} for {_KIND_PHRASE.get(win.kind, 'a candidate')}")
     others = [c for c in rest if c.rank != win.rank or c.host != win.host]

@@ -128,7 +128,9 @@ def before_training(
     if training.seen:  # an inherited time is only a lower bound: it cannot place a failure before a step
         return ts is not None and exact and training.first_ts is not None and ts < training.first_ts
     at = ts if ts is not None else job_end  # an untimed failure happened before the job's last line
-    return job_start is not None and at is not None and 0 <= at - job_start <= settings.current().reasoning.pretrain_max_s
+    return (
+        job_start is not None and at is not None and 0 <= at - job_start <= settings.current().reasoning.pretrain_max_s
+    )
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import networkx as nx
 
 from firstfault.match.unrecognised import UNRECOGNISED
 from firstfault.reason.transients import Recovery, demote_recovered
-from firstfault.vocab import Category, Event, Layer, Role, settings
+from firstfault.vocab import Category, Event, Layer, Role, TsQuality, settings
 
 # Lower layers explain higher ones: a GPU falling off the bus explains the CUDA error above it.
 LAYER_DEPTH = {
@@ -88,12 +88,12 @@ def candidate_order(c: Candidate) -> tuple[float, int]:
     so that it does not beat an exact time a few hundred milliseconds earlier."""
     if c.ts is None:
         return (float("inf"), c.depth)
-    coarse = c.event is not None and c.event.ts_quality == "coarse"
+    coarse = c.event is not None and c.event.ts_quality == TsQuality.COARSE
     return (c.ts + (0.5 if coarse else 0.0), c.depth)
 
 
 def _console_pos(c: Candidate) -> tuple[str, int] | None:
-    if c.event is None or c.event.ts_quality != "inherited":
+    if c.event is None or c.event.ts_quality != TsQuality.INHERITED:
         return None
     where = c.event.fields.get("console_line")
     if not where or ":" not in where:
@@ -247,8 +247,11 @@ def place_rankless(events: Sequence[Event]) -> int | None:
     Returns the rank, or None when nothing was placed.
     """
     own = {
-        e.rank for e in events
-        if e.rank is not None and not is_exit_record(e) and e.role in (Role.ROOT, Role.CASCADE)
+        e.rank
+        for e in events
+        if e.rank is not None
+        and not is_exit_record(e)
+        and e.role in (Role.ROOT, Role.CASCADE)
         and e.signature != UNRECOGNISED
     }
     failed: dict[int, Event] = {}
@@ -316,7 +319,10 @@ def near(host_event: Event, rank_event: Event) -> bool:
     if host_event.ts is None or rank_event.ts is None:
         return True
     latest = rank_event.ts_hi if rank_event.ts_hi is not None else rank_event.ts  # an inherited time is a lower bound
-    return rank_event.ts - host_event.ts <= settings.current().reasoning.host_explains_window_s and latest - host_event.ts >= -5.0
+    return (
+        rank_event.ts - host_event.ts <= settings.current().reasoning.host_explains_window_s
+        and latest - host_event.ts >= -5.0
+    )
 
 
 def same_process(host_event: Event, rank_event: Event) -> bool | None:

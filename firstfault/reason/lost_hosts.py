@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from firstfault.parse.nccl import PEER_SIGNATURES
 from firstfault.reason.correlate import Candidate, Correlation
-from firstfault.vocab import Category, Event, RankProgress
+from firstfault.vocab import Category, Event, RankProgress, TsQuality
 from firstfault.vocab.timefmt import iso
 from firstfault.vocab.topology import Topology, normalize_ip, short_host
 
@@ -70,7 +70,7 @@ def _explains_peer_error(cause: Candidate, e: Event, topo: Topology) -> bool:
         return False
     if e.ts is None:
         return True
-    slack = _LOWER_BOUND_S if e.ts_quality in ("inherited", "none") else _SLACK_S
+    slack = _LOWER_BOUND_S if e.ts_quality in (TsQuality.INHERITED, TsQuality.NONE) else _SLACK_S
     return cause.ts <= e.ts + slack
 
 
@@ -117,8 +117,11 @@ def date_lost_hosts(
             c.ts = died
         c.category = Category.SCHEDULER
         on_lost = [
-            o for o in out
-            if o is not c and o.event is not None and short_host(o.event.host) == short_host(lost)
+            o
+            for o in out
+            if o is not c
+            and o.event is not None
+            and short_host(o.event.host) == short_host(lost)
             and (o.ts is None or o.ts >= died - _SLACK_S)
         ]
         for o in on_lost:

@@ -30,6 +30,7 @@ PORT_SIGNATURES: Mapping[str, float] = {
     "kernel.mlx5_module_event": 2.0,
 }
 
+
 @dataclass(slots=True)
 class LinkFault:
     """A network fault placed on a link: the two hosts, the port, and which end is to blame.
@@ -69,9 +70,7 @@ class _PortEvidence:
     event_id: int | None = None
 
 
-def _resolve_peer(
-    peer: str | None, topology: Topology, known: Mapping[str, str]
-) -> tuple[str | None, str | None]:
+def _resolve_peer(peer: str | None, topology: Topology, known: Mapping[str, str]) -> tuple[str | None, str | None]:
     """(host, ip) of a peer NCCL named by IP or by host name."""
     if not peer:
         return None, None
@@ -253,8 +252,14 @@ def _decide_side(
 def _port_only(pe: _PortEvidence) -> LinkFault:
     """A host's port evidence with no NCCL error beside it: a single-ended fault."""
     lf = LinkFault(
-        host_a=pe.host, host_b=None, device=pe.device, port=pe.port, faulty_side=pe.host, first_ts=pe.ts,
-        score=pe.weight, reasons=[pe.reason],
+        host_a=pe.host,
+        host_b=None,
+        device=pe.device,
+        port=pe.port,
+        faulty_side=pe.host,
+        first_ts=pe.ts,
+        score=pe.weight,
+        reasons=[pe.reason],
     )
     if pe.event_id is not None:
         lf.evidence.append(pe.event_id)
@@ -285,9 +290,7 @@ def _merge(faults: Sequence[LinkFault]) -> list[LinkFault]:
     return out
 
 
-def localize_network(
-    verdict: Verdict, events: Sequence[Event], topo: Topology, ib: Mapping[str, HostIB]
-) -> None:
+def localize_network(verdict: Verdict, events: Sequence[Event], topo: Topology, ib: Mapping[str, HostIB]) -> None:
     """Put a network verdict on a link, and on one end of it when the evidence decides."""
     faults = localize_link_faults(events, topo, ib)
     if not faults:

@@ -14,7 +14,7 @@ from firstfault.reason.configuration import CommonFailure, before_training, pret
 from firstfault.reason.correlate import Candidate, Correlation
 from firstfault.reason.hypothesis import DEFAULT_ACTION
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
-from firstfault.vocab import Category, FRKind, Hypothesis, Layer
+from firstfault.vocab import Category, FRKind, Hypothesis, Layer, TsQuality
 
 DETAIL_MISMATCH = "torch.collective_mismatch_detail"
 
@@ -40,8 +40,8 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
     """A failure before any rank made a step is the set-up's: ``configuration`` (see reason.configuration)."""
     root = hyp.root_event
     ts = root.ts if root is not None else win.ts
-    exact = root is None or root.ts_quality in ("exact", "coarse")
-    if ts is not None and root is not None and root.ts_quality == "coarse":
+    exact = root is None or root.ts_quality in (TsQuality.EXACT, TsQuality.COARSE)
+    if ts is not None and root is not None and root.ts_quality == TsQuality.COARSE:
         ts += 1.0  # known to the second: it may be anywhere in that second
     end = ev.window.end if ev.window else None
     if not before_training(ts, ev.training, ev.launch_start, exact, end):
@@ -71,7 +71,8 @@ def apply_witness(hyp: Hypothesis, corr: Correlation, world: int | None) -> None
     )
     hyp.reasons.append(
         f"rank {root.rank} is a witness: gloo aborts the rank that receives the odd buffer, and in gloo's ring "
-        f"all-reduce rank r receives from rank (r + 1) % {world} (gloo/allreduce.cc ring(): recvRank): rank {sender} sent it"
+        f"all-reduce rank r receives from rank (r + 1) % {world} (gloo/allreduce.cc ring(): recvRank): "
+        f"rank {sender} sent it"
     )
 
 

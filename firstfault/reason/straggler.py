@@ -9,7 +9,8 @@ For each rank the series of its own times, aligned by step with its peers', beco
 the peers' median at the same step. A slowdown is real when
 
 * **effect**: after the change point, its median ratio is at least ``Reasoning.straggler_effect`` (1.3x),
-* **sustained**: at least ``Reasoning.straggler_sustained`` of those steps are ``Reasoning.straggler_slow_step`` (1.15x) slower,
+* **sustained**: at least ``Reasoning.straggler_sustained`` of those steps are
+  ``Reasoning.straggler_slow_step`` (1.15x) slower,
 * **duration**: it lasts ``Reasoning.straggler_min_steps`` steps or more,
 * **alone**: no peer's own median ratio over the same steps comes within ``Reasoning.straggler_alone`` of it.
 
@@ -39,7 +40,11 @@ class Slowdown:
     window: int  # how many aligned steps were compared
 
     def describe(self, step_interval_s: float | None) -> str:
-        when = "throughout the steps read" if self.onset_index == 0 else f"from {self.window - self.onset_index} steps before the end"
+        when = (
+            "throughout the steps read"
+            if self.onset_index == 0
+            else f"from {self.window - self.onset_index} steps before the end"
+        )
         dur = f"{self.steps} steps" + (f" (~{self.steps * step_interval_s:.0f} s)" if step_interval_s else "")
         return (
             f"rank {self.rank} slowed down {when}: its own time per step was {self.effect:.2f}x its peers' "
@@ -89,13 +94,22 @@ def find_slowdown(series: Mapping[int, Sequence[float]]) -> Slowdown | None:
     k = _change_point(ratios[worst])
     after = ratios[worst][k:]
     effect = median(after)
-    if len(after) < settings.current().reasoning.straggler_min_steps or effect < settings.current().reasoning.straggler_effect:
+    if (
+        len(after) < settings.current().reasoning.straggler_min_steps
+        or effect < settings.current().reasoning.straggler_effect
+    ):
         return None
-    if sum(1 for x in after if x >= settings.current().reasoning.straggler_slow_step) < settings.current().reasoning.straggler_sustained * len(after):
+    if sum(
+        1 for x in after if x >= settings.current().reasoning.straggler_slow_step
+    ) < settings.current().reasoning.straggler_sustained * len(after):
         return None
     others = [median(ratios[o][k:]) for o in shortlist if o != worst]
     if others and effect < settings.current().reasoning.straggler_alone * max(others):
         return None
     own = median(aligned[worst][k:])
-    peers = median(step_median[k:]) if not exact else median(aligned[o][i] for o in aligned if o != worst for i in range(k, n))
+    peers = (
+        median(step_median[k:])
+        if not exact
+        else median(aligned[o][i] for o in aligned if o != worst for i in range(k, n))
+    )
     return Slowdown(worst, k, len(after), effect, own, peers, n)

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from firstfault.vocab import Event, Role
+from firstfault.vocab import Event, Role, Severity
 
 # Fields that, when both events carry them, must agree (same HCA, same port, same process).
 _SAME = ("ib_dev", "ib_port", "nic_pci", "pid")
@@ -88,7 +88,7 @@ def demote_recovered(events: Sequence[Event]) -> list[Recovery]:
             )
             if healed is not None:
                 f.role = Role.NOISE
-                f.severity = "warning"
+                f.severity = Severity.WARNING
                 f.fields["recovered_after_s"] = f"{(healed.ts or 0) - (f.ts or 0):.1f}"
                 out.append(Recovery(f, healed))
                 break

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from firstfault.reason.correlate import Candidate
 from firstfault.vocab import Event, settings
@@ -43,7 +44,7 @@ class Template:
         return len(self.places) == 1
 
 
-def _miner():  # type: ignore[no-untyped-def]
+def _miner() -> Any:
     from drain3 import TemplateMiner
     from drain3.masking import MaskingInstruction
     from drain3.template_miner_config import TemplateMinerConfig
@@ -89,8 +90,10 @@ def mine_templates(events: Sequence[Event]) -> list[Template]:
     # at a near-tie with the earliest, a template of one rank is the stronger candidate
     t0 = templates[0].first.ts
     tie = [
-        t for t in templates
-        if t.first.ts is None and t0 is None or (t0 is not None and t.first.ts is not None and t.first.ts - t0 < settings.current().reasoning.near_tie_s)
+        t
+        for t in templates
+        if (t.first.ts is None and t0 is None)
+        or (t0 is not None and t.first.ts is not None and t.first.ts - t0 < settings.current().reasoning.near_tie_s)
     ]
     rest = [t for t in templates if t not in tie]
     tie.sort(key=lambda t: (not t.single_place, _order(t.first)))

@@ -5,7 +5,8 @@ PCIe errors, an Xid from last week's job. None of it can be the root of *this* j
 however alarming its wording. The window is what the job's own output and the scheduler say:
 from the earliest of SLURM's ``StartTime``/``Start`` and the first timed line of any job-output
 file (ranks, launcher, srun, NCCL), to the latest of ``EndTime``/``End`` and their last timed
-line, widened by the margins of ``Reasoning`` (``window_margin_before_s``, ``window_margin_after_s``). Host events (kernel, scheduler
+line, widened by the margins of ``Reasoning`` (``window_margin_before_s``,
+``window_margin_after_s``). Host events (kernel, scheduler
 daemons) outside it are demoted to context: shown in the verdict, never a root.
 
 Inside the window, some host lines are benign unless something follows from them: a port that
@@ -69,7 +70,7 @@ def job_window(spans: Iterable[tuple[float, float]], sched: dict[str, float]) ->
 
 def demote_outside(events: Sequence[Event], window: JobWindow, job_files: set[str]) -> list[Event]:
     """Host events outside the window become context (role noise); returns them."""
-    out = []
+    out: list[Event] = []
     if window.start is None and window.end is None:
         return out
     for e in events:
@@ -84,7 +85,11 @@ def demote_outside(events: Sequence[Event], window: JobWindow, job_files: set[st
 def _follows(cause: Event, e: Event, named_host: str | None) -> bool:
     if e is cause or e.role == Role.NOISE or e.severity not in ("error", "warning", "critical"):
         return False
-    if cause.ts is not None and e.ts is not None and not (0 <= e.ts - cause.ts <= settings.current().reasoning.consequence_window_s):
+    if (
+        cause.ts is not None
+        and e.ts is not None
+        and not (0 <= e.ts - cause.ts <= settings.current().reasoning.consequence_window_s)
+    ):
         return False
     same_host = cause.host is not None and (e.host == cause.host or named_host == cause.host)
     return same_host and (e.rank is not None or named_host == cause.host)

@@ -59,9 +59,7 @@ def _pct(x: Any) -> str:
 @cache
 def _env() -> jinja2.Environment:
     loader = jinja2.FunctionLoader(
-        lambda name: (
-            resources.files("firstfault.report").joinpath("templates", name).read_text(encoding="utf-8")
-        )
+        lambda name: resources.files("firstfault.report").joinpath("templates", name).read_text(encoding="utf-8")
     )
     env = jinja2.Environment(
         loader=loader, autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined

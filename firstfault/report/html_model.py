@@ -130,44 +130,7 @@ class _Places:
     """
 
     def __init__(self, verdict: Mapping[str, Any], chain: Sequence[Mapping[str, Any]]) -> None:
-        host_of: dict[int, str] = {}
-        slot_of: dict[int, int] = {}
-        gpu_of: dict[int, str] = {}
-        hosts: set[str] = set()
-        ranks: set[int] = set()
-        for p in verdict.get("progress") or []:
-            r = _int_or_none(p.get("rank"))
-            if r is None:
-                continue
-            ranks.add(r)
-            if p.get("host"):
-                host_of.setdefault(r, str(p["host"]))
-        for e in chain:
-            r = _int_or_none(e.get("rank"))
-            h = e.get("host")
-            if h:
-                hosts.add(str(h))
-            if r is None:
-                continue
-            ranks.add(r)
-            if h:
-                host_of.setdefault(r, str(h))
-            lr = _int_or_none(e.get("local_rank"))
-            if lr is not None:
-                slot_of.setdefault(r, lr)
-            g = e.get("gpu")
-            if g not in (None, ""):
-                gpu_of.setdefault(r, str(g))
-        cul = (verdict.get("verdict") or {}).get("culprit") or {}
-        for r in cul.get("ranks") or []:
-            ri = _int_or_none(r)
-            if ri is not None:
-                ranks.add(ri)
-        hosts.update(str(h) for h in cul.get("hosts") or [] if h)
-        for c in (verdict.get("flight_recorder") or {}).get("culprits") or []:
-            ri = _int_or_none(c.get("rank")) if isinstance(c, Mapping) else None
-            if ri is not None:
-                ranks.add(ri)
+        host_of, slot_of, gpu_of, hosts, ranks = _placements(verdict, chain)
         hosts.update(host_of.values())
         # Ranks with no known host (a single-machine run logs none) still deserve lanes and
         # cells: put them on placeholder hosts of 8 consecutive ranks, named so nobody mistakes
@@ -204,6 +167,51 @@ class _Places:
                 slot = by_host[h].index(r)
             self.rank_slot.append(slot if slot is not None else -1)
             self.rank_gpu.append(gpu_of.get(r))
+
+
+def _placements(
+    verdict: Mapping[str, Any], chain: Sequence[Mapping[str, Any]]
+) -> tuple[dict[int, str], dict[int, int], dict[int, str], set[str], set[int]]:
+    """What the verdict says of places: rank -> host, slot (local rank), GPU; the hosts and ranks seen."""
+    host_of: dict[int, str] = {}
+    slot_of: dict[int, int] = {}
+    gpu_of: dict[int, str] = {}
+    hosts: set[str] = set()
+    ranks: set[int] = set()
+    for p in verdict.get("progress") or []:
+        r = _int_or_none(p.get("rank"))
+        if r is None:
+            continue
+        ranks.add(r)
+        if p.get("host"):
+            host_of.setdefault(r, str(p["host"]))
+    for e in chain:
+        r = _int_or_none(e.get("rank"))
+        h = e.get("host")
+        if h:
+            hosts.add(str(h))
+        if r is None:
+            continue
+        ranks.add(r)
+        if h:
+            host_of.setdefault(r, str(h))
+        lr = _int_or_none(e.get("local_rank"))
+        if lr is not None:
+            slot_of.setdefault(r, lr)
+        g = e.get("gpu")
+        if g not in (None, ""):
+            gpu_of.setdefault(r, str(g))
+    cul = (verdict.get("verdict") or {}).get("culprit") or {}
+    for r in cul.get("ranks") or []:
+        ri = _int_or_none(r)
+        if ri is not None:
+            ranks.add(ri)
+    hosts.update(str(h) for h in cul.get("hosts") or [] if h)
+    for c in (verdict.get("flight_recorder") or {}).get("culprits") or []:
+        ri = _int_or_none(c.get("rank")) if isinstance(c, Mapping) else None
+        if ri is not None:
+            ranks.add(ri)
+    return host_of, slot_of, gpu_of, hosts, ranks
 
 
 class _Builder:
@@ -257,9 +265,7 @@ class _Builder:
             "ts": _utc(_num(e.get("timestamp"))),
             "ts_quality": e.get("timestamp_quality"),
             "severity": e.get("severity"),
-            "fields": {str(k): str(v)[:200] for k, v in fields.items()}
-            if isinstance(fields, Mapping)
-            else {},
+            "fields": {str(k): str(v)[:200] for k, v in fields.items()} if isinstance(fields, Mapping) else {},
             "rule": e.get("rule"),
             "explained_by": e.get("explained_by"),
             "explained_by_group": group_of_event.get(e.get("explained_by")),
@@ -479,9 +485,7 @@ class _Builder:
         )
         return keep
 
-    def _pick_samples(
-        self, evs: Sequence[Mapping[str, Any]], culprit_ranks: set[int]
-    ) -> list[Mapping[str, Any]]:
+    def _pick_samples(self, evs: Sequence[Mapping[str, Any]], culprit_ranks: set[int]) -> list[Mapping[str, Any]]:
         """First lines in time, plus the root and the culprits' own lines: what a reader checks."""
         picked: list[Mapping[str, Any]] = []
         ids: set[Any] = set()
@@ -603,9 +607,7 @@ class _Builder:
             {
                 pl.rank_index[r]
                 for r in (
-                    _int_or_none(c.get("rank"))
-                    for c in (fr or {}).get("culprits") or []
-                    if isinstance(c, Mapping)
+                    _int_or_none(c.get("rank")) for c in (fr or {}).get("culprits") or [] if isinstance(c, Mapping)
                 )
                 if r is not None and r in pl.rank_index
             }
@@ -692,8 +694,6 @@ class _Builder:
 def build_model(verdict_dict: Mapping[str, Any], *, title: str | None = None) -> dict[str, Any]:
     """The JSON-ready page model: aggregated groups, compact per-event columns, topology roles."""
     return _Builder(verdict_dict).build(title)
-
-
 
 
 def _culprit(verdict: Mapping[str, Any]) -> dict[str, list[Any]]:

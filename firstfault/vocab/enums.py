@@ -108,8 +108,12 @@ class FileKind(StrEnum):
 
 #: the kinds streamed as text and matched against the signatures
 TEXT_KINDS = (
-    FileKind.ELASTIC_RANK_LOG, FileKind.LAUNCHER_CONSOLE, FileKind.SLURM_OUTPUT, FileKind.APP_LOG,
-    FileKind.KERNEL_LOG, FileKind.NCCL_DEBUG,
+    FileKind.ELASTIC_RANK_LOG,
+    FileKind.LAUNCHER_CONSOLE,
+    FileKind.SLURM_OUTPUT,
+    FileKind.APP_LOG,
+    FileKind.KERNEL_LOG,
+    FileKind.NCCL_DEBUG,
 )
 
 

@@ -116,8 +116,6 @@ class FRAnalysis:
         }
 
 
-
-
 def compress_ranks(ranks: Iterable[int]) -> str:
     """``[0,1,2,3,7]`` -> ``"0-3,7"``: readable rank lists for 16k-rank jobs."""
     rs = sorted(set(ranks))

@@ -169,15 +169,26 @@ class Writer:
                 comms.append((int(g.guid), o.groups.group_rank(r, k), g.size, len(hosts), o.groups.group_rank(r, k)))
         tt = t + 0.5
         for guid, crank, n, nodes, clr in comms:
-            comm = f"0x{0x55d000000000 + (pid * 977 + guid * 131) % 0xFFFFFFFFF:x}"
+            comm = f"0x{0x55D000000000 + (pid * 977 + guid * 131) % 0xFFFFFFFFF:x}"
             cid = f"0x{((guid + 1) * 0x9E3779B97F4A7C15 ^ (o.job * 0xBF58476D1CE4E5B9)) & 0xFFFFFFFFFFFFFFFF:x}"
             local_ranks = min(cl.gph, n)
             if crank == 0:
                 out.append((tt, T.N_VERSION))
-            out.append((tt + 0.001, pre2 + T.N_INFO_LOCAL.format(comm=comm, crank=crank, n=n, nodes=nodes,
-                                                                 lranks=local_ranks, clr=clr % local_ranks)))
-            out.append((tt + 0.9, pre2 + T.N_INFO_COMPLETE.format(comm=comm, crank=crank, n=n, lr=lr,
-                                                                  bus=cl.nccl_busid(lr), cid=cid)))
+            out.append(
+                (
+                    tt + 0.001,
+                    pre2
+                    + T.N_INFO_LOCAL.format(
+                        comm=comm, crank=crank, n=n, nodes=nodes, lranks=local_ranks, clr=clr % local_ranks
+                    ),
+                )
+            )
+            out.append(
+                (
+                    tt + 0.9,
+                    pre2 + T.N_INFO_COMPLETE.format(comm=comm, crank=crank, n=n, lr=lr, bus=cl.nccl_busid(lr), cid=cid),
+                )
+            )
             tt += 1.3
         return out
 
@@ -188,9 +199,18 @@ class Writer:
         g = o.groups
         tp = list(g.group_of(r, "tp").ranks) if "tp" in g.member[r] else [r]  # type: ignore[union-attr]
         dp = list(g.group_of(r, "dp").ranks) if "dp" in g.member[r] else [r]  # type: ignore[union-attr]
-        return t, T.W_START.format(ts=o.clocks[h].py(t), rank=r, world=cfg.world, lr=cl.rank_local(r),
-                                   host=cl.host(h), pid=o.pid[r], timeout=cfg.nccl_timeout_s, tp=tp, dp=dp,
-                                   steps=cfg.steps)
+        return t, T.W_START.format(
+            ts=o.clocks[h].py(t),
+            rank=r,
+            world=cfg.world,
+            lr=cl.rank_local(r),
+            host=cl.host(h),
+            pid=o.pid[r],
+            timeout=cfg.nccl_timeout_s,
+            tp=tp,
+            dp=dp,
+            steps=cfg.steps,
+        )
 
     def stdout_of(self, r: int) -> tuple[list[float], list[str]]:
         """(times, lines) of rank r's stdout, in time order."""
@@ -277,9 +297,11 @@ class Writer:
         start, end = clk.slurm(o.t0), clk.slurm(o.end_t or o.t0)
         el = int((o.end_t or o.t0) - o.t0)
         elapsed = f"{el // 3600:02d}:{el % 3600 // 60:02d}:{el % 60:02d}"
-        return ("JobID|JobName|Partition|State|ExitCode|NNodes|NodeList|Start|End|Elapsed|UID\n"
-                f"{o.job}|ff-cluster|gpu|{o.job_state}|{o.exit_code}|{self.cfg.hosts}|{cl.nodelist()}|"
-                f"{start}|{end}|{elapsed}|1000\n")
+        return (
+            "JobID|JobName|Partition|State|ExitCode|NNodes|NodeList|Start|End|Elapsed|UID\n"
+            f"{o.job}|ff-cluster|gpu|{o.job_state}|{o.exit_code}|{self.cfg.hosts}|{cl.nodelist()}|"
+            f"{start}|{end}|{elapsed}|1000\n"
+        )
 
     def sbatch(self) -> str:
         cfg, o = self.cfg, self.o
@@ -293,7 +315,8 @@ class Writer:
             "export TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_NCCL_TRACE_BUFFER_SIZE=2000 "
             "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=/shared/job$SLURM_JOB_ID/fr/nccl_trace_rank_\n"
             f"export NCCL_DEBUG={'INFO' if cfg.noise >= 1 else 'WARN'}\n"
-            f"srun -l {'--kill-on-bad-exit=1 ' if cfg.kill_on_bad_exit else ''}bash -c '" + T.VENV_BIN
+            f"srun -l {'--kill-on-bad-exit=1 ' if cfg.kill_on_bad_exit else ''}bash -c '"
+            + T.VENV_BIN
             + f"/torchrun --nnodes $SLURM_NNODES --nproc-per-node {cfg.gpus_per_host} \\\n"
             "  --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500 --rdzv-id ff-$SLURM_JOB_ID \\\n"
             f"  --max-restarts 0 --log-dir /shared/job$SLURM_JOB_ID/host-$SLURMD_NODENAME/logs --tee {self.tee} "
@@ -320,8 +343,9 @@ def truth_of(o: Outcome) -> dict[str, Any]:
         if f.kind == "node_failure":
             cand = list(cl.host_ranks(f.host))
         elif f.kind == "disk_full":
-            firsts = sorted((o.exits[q][0], q) for q in cl.host_ranks(f.host)
-                            if q in o.exits and o.exits[q][2] == "exception")
+            firsts = sorted(
+                (o.exits[q][0], q) for q in cl.host_ranks(f.host) if q in o.exits and o.exits[q][2] == "exception"
+            )
             cand = [q for _, q in firsts] or [r]
         else:
             cand = [r]
@@ -341,9 +365,16 @@ def truth_of(o: Outcome) -> dict[str, Any]:
         "generator": "firstfault_sim.cluster",
         "fault": root.kind if root else "none",
         "faults": [
-            {"kind": f.kind, "time": round(f.t, 6), "offset_s": round(f.t - o.t_train, 3), "step": f.step,
-             "host": cl.host(f.host), "local_rank": f.local, "rank": f.host * cl.gph + f.local,
-             **{k: v for k, v in f.extra.items() if isinstance(v, (int, float, str))}}
+            {
+                "kind": f.kind,
+                "time": round(f.t, 6),
+                "offset_s": round(f.t - o.t_train, 3),
+                "step": f.step,
+                "host": cl.host(f.host),
+                "local_rank": f.local,
+                "rank": f.host * cl.gph + f.local,
+                **{k: v for k, v in f.extra.items() if isinstance(v, (int, float, str))},
+            }
             for f in o.faults
         ],
         "culprit_key": info0.culprit if info0 else "none",
@@ -371,8 +402,9 @@ def truth_of(o: Outcome) -> dict[str, Any]:
         "end": o.end_t,
         "steps": cfg.steps,
         "step_time_s": o.step_s,
-        "clock_offsets_s": {cl.host(h): round(c.offset, 6) for h, c in enumerate(o.clocks)
-                            if abs(c.offset) > 0.5 or cfg.hosts <= 64},
+        "clock_offsets_s": {
+            cl.host(h): round(c.offset, 6) for h, c in enumerate(o.clocks) if abs(c.offset) > 0.5 or cfg.hosts <= 64
+        },
         "timeouts": len(o.timeouts),
         "first_timeout_rank": min(o.timeouts, key=lambda r: o.timeouts[r]) if o.timeouts else None,
     }

@@ -33,9 +33,15 @@ def _ranks_str(ranks: tuple[int, ...]) -> str:
 
 @lru_cache(maxsize=16)
 def _frames(optype: str) -> list[dict[str, Any]]:
-    fn = {"ALLREDUCE": "all_reduce", "_ALLGATHER_BASE": "all_gather_into_tensor",
-          "_REDUCE_SCATTER_BASE": "reduce_scatter_tensor", "ALLTOALL_BASE": "all_to_all_single",
-          "ALLGATHER": "all_gather", "SEND": "send", "RECV": "recv"}.get(optype, "all_reduce")
+    fn = {
+        "ALLREDUCE": "all_reduce",
+        "_ALLGATHER_BASE": "all_gather_into_tensor",
+        "_REDUCE_SCATTER_BASE": "reduce_scatter_tensor",
+        "ALLTOALL_BASE": "all_to_all_single",
+        "ALLGATHER": "all_gather",
+        "SEND": "send",
+        "RECV": "recv",
+    }.get(optype, "all_reduce")
     return [
         {"name": fn, "filename": T.PY + "/torch/distributed/distributed_c10d.py", "line": 3174},
         {"name": "wrapper", "filename": T.PY + "/torch/distributed/c10d_logger.py", "line": 83},
@@ -85,7 +91,7 @@ def build_dump(o: Outcome, rank: int, t_dump: float, n_entries: int) -> dict[str
     last_seq: dict[str, tuple[int, int]] = {}
     stage = groups.stage(rank)
     jitter_ns = int(o.t_train * 0) + (pid % 4093) * 1000
-    for (s, i, retired) in ops:
+    for s, i, retired in ops:
         op = tmpl[i]
         kind = op.kind
         g = groups.group_of(rank, kind)
@@ -101,8 +107,9 @@ def build_dump(o: Outcome, rank: int, t_dump: float, n_entries: int) -> dict[str
         if op.is_p2p:
             me = groups.group_rank(rank, "pp")
             peer = me + (1 if op.slot == "pp_up" else -1)
-            e["profiling_name"] = (f"{OP_FR[op.optype]} {me}->{peer}" if op.optype == "SEND"
-                                   else f"{OP_FR[op.optype]} {me}<-{peer}")
+            e["profiling_name"] = (
+                f"{OP_FR[op.optype]} {me}->{peer}" if op.optype == "SEND" else f"{OP_FR[op.optype]} {me}<-{peer}"
+            )
         entries.append(e)
         done = seq if retired else seq - 1
         prev = last_seq.get(str(pg_id), (0, 0))

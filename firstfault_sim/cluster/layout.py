@@ -163,13 +163,19 @@ def _group_lists(lay: Layout, kind: str) -> list[list[int]]:
             return []
         return [
             [r(t, c, b * ep + e, p) for e in range(ep)]
-            for p in range(pp) for c in range(cp) for t in range(tp) for b in range(dp // ep)
+            for p in range(pp)
+            for c in range(cp)
+            for t in range(tp)
+            for b in range(dp // ep)
         ]
     if kind == "edp":
         if ep < 2:
             return []
         return [
             [r(t, c, b * ep + e, p) for b in range(dp // ep)]
-            for p in range(pp) for c in range(cp) for t in range(tp) for e in range(ep)
+            for p in range(pp)
+            for c in range(cp)
+            for t in range(tp)
+            for e in range(ep)
         ]
     raise ValueError(kind)

@@ -157,8 +157,21 @@ class Engine:
             base = rng.randrange(20000, 3_900_000)
             apids.append(base)
             pids.extend(base + 90 + k for k in range(cfg.gpus_per_host))
-        self.out = Outcome(cfg, self.cl, self.groups, self.sched, clocks, self.t0, self.t_train, self.S, job,
-                           f"ff-{job}_{rid}", [], pids, apids)
+        self.out = Outcome(
+            cfg,
+            self.cl,
+            self.groups,
+            self.sched,
+            clocks,
+            self.t0,
+            self.t_train,
+            self.S,
+            job,
+            f"ff-{job}_{rid}",
+            [],
+            pids,
+            apids,
+        )
         self.jit = [rng.random() * 0.004 for _ in range(cfg.world)]  # per-rank issue jitter (s)
         self.heap: list[tuple[float, int, str, tuple[Any, ...]]] = []
         self.alive = [True] * cfg.world
@@ -244,8 +257,9 @@ class Engine:
             return T.PG_TAG_DEFAULT.format(rank=rank)
         g = self.groups.group_of(rank, kind)
         assert g is not None
-        return T.PG_TAG.format(pg_id=self.groups.pg_id(rank, kind), guid=g.guid, desc=g.desc,
-                               pg_rank=self.groups.group_rank(rank, kind))
+        return T.PG_TAG.format(
+            pg_id=self.groups.pg_id(rank, kind), guid=g.guid, desc=g.desc, pg_rank=self.groups.group_rank(rank, kind)
+        )
 
     def pg_rank(self, rank: int, kind: str | None) -> int:
         return rank if kind is None else self.groups.group_rank(rank, kind)
@@ -288,16 +302,19 @@ class Engine:
             if spec.kind == "link_flap":
                 f.extra["down_s"] = IB_RETRY_S + 8 + rng.random() * 60
             if spec.kind == "exception":
-                f.extra.update(expert=rng.randrange(8), tokens=rng.randrange(700, 1400),
-                               cap=rng.choice((512, 640, 768)))
+                f.extra.update(
+                    expert=rng.randrange(8), tokens=rng.randrange(700, 1400), cap=rng.choice((512, 640, 768))
+                )
             if spec.kind == "thermal":
                 f.extra["factor"] = 1.35 + rng.random() * 0.4
             if spec.kind == "disk_full":
                 # the checkpoint interval lands inside the run: the fault is the checkpoint write
                 f.extra["ckpt_step"] = step
             if t >= self.t_train + run_s:
-                raise ValueError(f"fault {spec.kind} at {t - self.t_train:.0f} s is after the run's last step "
-                                 f"({run_s:.0f} s); raise --steps")
+                raise ValueError(
+                    f"fault {spec.kind} at {t - self.t_train:.0f} s is after the run's last step "
+                    f"({run_s:.0f} s); raise --steps"
+                )
             out.append(f)
         out.sort(key=lambda f: f.t)
         return out
@@ -660,8 +677,11 @@ class Engine:
         h0 = self.cl.host(0)
         clk = self.out.clocks[0]
         self.srun(t, T.S_STEPD_CANCEL.format(host=h0, entity="JOB", step=self.out.job, at=clk.slurm(t), why=why))
-        self.srun(t + 0.001, T.S_STEPD_CANCEL.format(host=h0, entity="STEP", step=f"{self.out.job}.0",
-                                                     at=clk.slurm(t), why=why), 0)
+        self.srun(
+            t + 0.001,
+            T.S_STEPD_CANCEL.format(host=h0, entity="STEP", step=f"{self.out.job}.0", at=clk.slurm(t), why=why),
+            0,
+        )
         self.srun(t + 0.01, T.S_STEP_ABORTED)
         self.step_aborted = True
         for h in range(self.cfg.hosts):
@@ -690,9 +710,15 @@ class Engine:
         le = seq + (1 if rng.random() < 0.5 else 0)
         self.c10(r, t, 683, wd)
         self.c10(r, t + 0.0001, 2241, T.C_FAIL_DETECTED.format(tag=tag, seq=seq, le=le, lc=seq - 1))
-        fn = {"ALLREDUCE": "all_reduce", "_ALLGATHER_BASE": "all_gather_into_tensor",
-              "_REDUCE_SCATTER_BASE": "reduce_scatter_tensor", "ALLTOALL_BASE": "all_to_all_single",
-              "ALLGATHER": "all_gather", "SEND": "send", "RECV": "recv"}.get(opname, "all_reduce")
+        fn = {
+            "ALLREDUCE": "all_reduce",
+            "_ALLGATHER_BASE": "all_gather_into_tensor",
+            "_REDUCE_SCATTER_BASE": "reduce_scatter_tensor",
+            "ALLTOALL_BASE": "all_to_all_single",
+            "ALLGATHER": "all_gather",
+            "SEND": "send",
+            "RECV": "recv",
+        }.get(opname, "all_reduce")
         frames = [ln.format(fn=fn, c10d_line=3174) for ln in T.C_STACK_FRAMES]
         self.c10(r, t + 0.0012, 730, T.C_STACK + "\n" + "\n".join(frames) + "\n")
         out.timeouts[r] = t
@@ -713,8 +739,9 @@ class Engine:
         self.c10(r, ta, 698, T.C_AVOID.format(pg_rank=pgr))
         self.c10(r, ta + 0.0017, 1899, T.C_TERMINATED.format(tag=tag, exc=wd) + "\n" + "\n".join(T.CPP_CHECK_TIMEOUT))
         what = T.C_TERMINATED.format(tag=tag, exc=wd)
-        self.err(r, ta + 0.002, [T.TERMINATE, *T.WHAT.format(what=what).split("\n"), *T.CPP_CHECK_TIMEOUT,
-                                 *T.CPP_WATCHDOG])
+        self.err(
+            r, ta + 0.002, [T.TERMINATE, *T.WHAT.format(what=what).split("\n"), *T.CPP_CHECK_TIMEOUT, *T.CPP_WATCHDOG]
+        )
         self._fatal_abort(r, ta + 0.003, stuck=True)
         self.exit(r, ta + 0.02, -6, "watchdog")
 
@@ -761,8 +788,14 @@ class Engine:
         for k, r in enumerate(self.cl.host_ranks(h)):
             if self.alive[r]:
                 tt = t + 0.0003 * k
-                self.agent_line(h, tt, "W", "torch/distributed/elastic/multiprocessing/api.py", 1010,
-                                T.A_CLOSING.format(pid=self.out.pid[r], sig="SIGTERM"))
+                self.agent_line(
+                    h,
+                    tt,
+                    "W",
+                    "torch/distributed/elastic/multiprocessing/api.py",
+                    1010,
+                    T.A_CLOSING.format(pid=self.out.pid[r], sig="SIGTERM"),
+                )
                 te = tt + 0.05 + self.rng.random() * 0.6
                 self.push(te, "rank_exit", r, -15, "sigterm")
                 last = max(last, te)
@@ -778,11 +811,23 @@ class Engine:
         roots = sorted((x for x in failed if out.exits[x[1]][2] != "sigterm"), key=lambda x: x[0])
         root = roots[0][1] if roots else (sorted(failed)[0][1] if failed else ranks[0])
         code = out.exits.get(root, (t, 1, ""))[1]
-        self.agent_line(h, t, "E", "torch/distributed/elastic/multiprocessing/api.py", 874,
-                        T.A_FAILED.format(code=code, lr=cl.rank_local(root), pid=out.pid[root]))
+        self.agent_line(
+            h,
+            t,
+            "E",
+            "torch/distributed/elastic/multiprocessing/api.py",
+            874,
+            T.A_FAILED.format(code=code, lr=cl.rank_local(root), pid=out.pid[root]),
+        )
         if root in out.error_json:
-            self.agent_line(h, t + 0.003, "E", "torch/distributed/elastic/multiprocessing/errors/error_handler.py", 145,
-                            T.A_NO_ERRFILE.format(path=self.error_file(root)))
+            self.agent_line(
+                h,
+                t + 0.003,
+                "E",
+                "torch/distributed/elastic/multiprocessing/errors/error_handler.py",
+                145,
+                T.A_NO_ERRFILE.format(path=self.error_file(root)),
+            )
         recs: list[str] = list(T.A_CHILD_TB)
         others = [r for _, r in sorted(failed) if r != root]
         if not others:
@@ -812,15 +857,29 @@ class Engine:
             stack = [s for s in out.error_json[r][2].split("\n") if not s.strip().startswith("^")]
             tb = stack[0] + "\n" + "\n".join("  " + s for s in stack[1:]) + "\n  "
             t = out.error_json[r][0]
-        lines = [ln.format(idx=idx, time=out.clocks[h].record(t), host=cl.host(h), rank=r, lr=cl.rank_local(r),
-                           code=code, pid=out.pid[r], sigtag=sigtag, error_file=err_file, traceback=tb)
-                 for ln in T.A_RECORD]
+        lines = [
+            ln.format(
+                idx=idx,
+                time=out.clocks[h].record(t),
+                host=cl.host(h),
+                rank=r,
+                lr=cl.rank_local(r),
+                code=code,
+                pid=out.pid[r],
+                sigtag=sigtag,
+                error_file=err_file,
+                traceback=tb,
+            )
+            for ln in T.A_RECORD
+        ]
         return "\n".join(lines).split("\n")
 
     def error_file(self, r: int) -> str:
         h = self.host_of(r)
-        return (f"/shared/job{self.out.job}/host-{self.cl.host(h)}/logs/{self.out.run_id}/attempt_0/"
-                f"{self.cl.rank_local(r)}/error.json")
+        return (
+            f"/shared/job{self.out.job}/host-{self.cl.host(h)}/logs/{self.out.run_id}/attempt_0/"
+            f"{self.cl.rank_local(r)}/error.json"
+        )
 
     def _task_end(self, t: float, h: int, code: int, special: str | None = None) -> None:
         host = self.cl.host(h)
@@ -840,8 +899,13 @@ class Engine:
             self.step_aborted = True
             self.srun(t + 0.001, T.S_TERMINATING.format(job=self.out.job))
             h0 = self.cl.host(0)
-            self.srun(t + 0.03, T.S_STEPD_CANCEL.format(host=h0, entity="STEP", step=f"{self.out.job}.0",
-                                                        at=self.out.clocks[0].slurm(t), why=""), 0)
+            self.srun(
+                t + 0.03,
+                T.S_STEPD_CANCEL.format(
+                    host=h0, entity="STEP", step=f"{self.out.job}.0", at=self.out.clocks[0].slurm(t), why=""
+                ),
+                0,
+            )
             for hh in range(self.cfg.hosts):
                 if self.agent_alive[hh] and hh != h:
                     self.push(t + 0.02 + self.rng.random() * 0.4, "agent_sigterm", hh)
@@ -860,8 +924,14 @@ class Engine:
         for k, r in enumerate(self.cl.host_ranks(h)):
             if self.alive[r]:
                 tt = t + 0.001 + 0.0003 * k
-                self.agent_line(h, tt, "W", "torch/distributed/elastic/multiprocessing/api.py", 1010,
-                                T.A_CLOSING.format(pid=self.out.pid[r], sig="SIGTERM"))
+                self.agent_line(
+                    h,
+                    tt,
+                    "W",
+                    "torch/distributed/elastic/multiprocessing/api.py",
+                    1010,
+                    T.A_CLOSING.format(pid=self.out.pid[r], sig="SIGTERM"),
+                )
                 te = tt + 0.05 + self.rng.random() * 0.6
                 self.push(te, "rank_exit", r, -15, "sigterm")
                 last = max(last, te)
@@ -895,8 +965,9 @@ class Engine:
         for h in range(cfg.hosts):
             t = self.t0 + 1.0 + rng.random()
             md, hms, us = out.clocks[h].glog(t)
-            pfx = T.AGENT.format(lvl="W", md=md, hms=hms, us=us, apid=out.agent_pid[h], file="torch/distributed/run.py",
-                                 line=793)
+            pfx = T.AGENT.format(
+                lvl="W", md=md, hms=hms, us=us, apid=out.agent_pid[h], file="torch/distributed/run.py", line=793
+            )
             for ln in T.A_OMP.split("\n"):
                 out.agent[h].append((t, out.nseq(), pfx + ln))
             tk = self.t0 - 3600 * (2 + rng.random())

@@ -85,7 +85,7 @@ class Schedule:
             self.kind_before.append(before)
 
     # ------------------------------------------------------------------ templates
-    def _template(self, stage: int) -> list[Op]:
+    def _template(self, stage: int) -> list[Op]:  # noqa: C901  (one branch per parallelism layout)
         lay = self.groups.layout
         kinds = set(self.groups.kinds)
         ops: list[tuple[str, str, int, int, str]] = []
@@ -124,8 +124,9 @@ class Schedule:
             ops.append(("dp", "_ALLGATHER_BASE", bucket // lay.dp, bucket, "parameter all-gather"))
         if "edp" in kinds:
             ebucket = (lay.dp // lay.ep) * 20480
-            ops.append(("edp", "_REDUCE_SCATTER_BASE", ebucket, ebucket // (lay.dp // lay.ep),
-                        "expert grad reduce-scatter"))
+            ops.append(
+                ("edp", "_REDUCE_SCATTER_BASE", ebucket, ebucket // (lay.dp // lay.ep), "expert grad reduce-scatter")
+            )
         n = len(ops)
         out = []
         for i, (slot, optype, nin, nout, what) in enumerate(ops):
@@ -188,7 +189,7 @@ class Blocked:
     inside: bool
 
 
-def propagate(sched: Schedule, stops: list[Stop], window: int = 3) -> dict[int, Blocked]:
+def propagate(sched: Schedule, stops: list[Stop], window: int = 3) -> dict[int, Blocked]:  # noqa: C901  (one case per fault kind)
     """Every rank's final position once ``stops`` happen (ranks never blocked are omitted).
 
     Positions are counted in a ``window`` of steps from the earliest stop: ``entered[q]`` is

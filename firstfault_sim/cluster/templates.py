@@ -140,9 +140,12 @@ TB_COLLECTIVE = (
     "{p}    work = group.allreduce([tensor], opts)",
     "{p}           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
 )
-_t("workload.traceback", "\n".join(TB_HEAD + TB_MODEL),
-   "real stderr.log of /tmp/ff_samples/exception and tests/fixtures/slurm/torch_exception_torchrun (rank 1); "
-   "the all_reduce frames: vllm-project/vllm#10453 ([rank1]: ... distributed_c10d.py line 2501 in all_reduce)")
+_t(
+    "workload.traceback",
+    "\n".join(TB_HEAD + TB_MODEL),
+    "real stderr.log of /tmp/ff_samples/exception and tests/fixtures/slurm/torch_exception_torchrun (rank 1); "
+    "the all_reduce frames: vllm-project/vllm#10453 ([rank1]: ... distributed_c10d.py line 2501 in all_reduce)",
+)
 
 # Checkpoint write on a full disk: torch.save's zip writer (torch/serialization.py)
 TB_SAVE = (
@@ -168,13 +171,22 @@ FH_CURRENT = _t(
     "Current thread 0x{tid:016x} (most recent call first):",
     "CPython faulthandler; real: /tmp/ff_samples/hang rank 2 stderr.log",
 )
-FH_THREAD = _t("faulthandler.thread", "Thread 0x{tid:016x} (most recent call first):",
-               "CPython faulthandler; real: /tmp/ff_samples/segfault rank 2 stderr.log")
-FH_FATAL_ABORT = _t("faulthandler.fatal_abort", "Fatal Python error: Aborted",
-                    "CPython faulthandler_fatal_error for SIGABRT ('Fatal Python error: Aborted'); "
-                    "python.toml example '[default1]:Fatal Python error: Aborted'")
-FH_NO_FRAME = _t("faulthandler.no_frame", "  <no Python frame>",
-                 "CPython faulthandler; real: /tmp/ff_samples/segfault rank 1 stderr.log")
+FH_THREAD = _t(
+    "faulthandler.thread",
+    "Thread 0x{tid:016x} (most recent call first):",
+    "CPython faulthandler; real: /tmp/ff_samples/segfault rank 2 stderr.log",
+)
+FH_FATAL_ABORT = _t(
+    "faulthandler.fatal_abort",
+    "Fatal Python error: Aborted",
+    "CPython faulthandler_fatal_error for SIGABRT ('Fatal Python error: Aborted'); "
+    "python.toml example '[default1]:Fatal Python error: Aborted'",
+)
+FH_NO_FRAME = _t(
+    "faulthandler.no_frame",
+    "  <no Python frame>",
+    "CPython faulthandler; real: /tmp/ff_samples/segfault rank 1 stderr.log",
+)
 FH_EXT = _t(
     "faulthandler.extension_modules",
     "Extension modules: torch._C, torch._C._dynamo.autograd_compiler, torch._C._dynamo.eval_frame, "
@@ -206,9 +218,12 @@ FH_STACK_DATALOADER = (
     '  File "<frozen runpy>", line 88 in _run_code',
     '  File "<frozen runpy>", line 198 in _run_module_as_main',
 )
-_t("faulthandler.stacks", "\n".join(FH_STACK_COLLECTIVE + FH_STACK_DATALOADER),
-   "real: /tmp/ff_samples/segfault rank 0 (blocked in all_reduce) and /tmp/ff_samples/hang rank 2 "
-   "(blocked in Dataset.__getitem__) stderr.log")
+_t(
+    "faulthandler.stacks",
+    "\n".join(FH_STACK_COLLECTIVE + FH_STACK_DATALOADER),
+    "real: /tmp/ff_samples/segfault rank 0 (blocked in all_reduce) and /tmp/ff_samples/hang rank 2 "
+    "(blocked in Dataset.__getitem__) stderr.log",
+)
 
 # ----------------------------------------------------------------------------- c10d / ProcessGroupNCCL
 # Prefixes: "[rankN]:[E1202 14:57:42.578407236 ProcessGroupNCCL.cpp:683] "; the [PG ...] tag is logPrefix().
@@ -316,10 +331,18 @@ C_TERMINATED = _t(
 # "Exception raised from ..." + C++ frames, verbatim from the E709 log (paths: the container's)
 CPP_CHECK_TIMEOUT = (
     "Exception raised from checkTimeout at /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:635 (most recent call first):",
-    "frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >) + 0x98 (0x7f92e62535e8 in " + PY + "/torch/lib/libc10.so)",
-    "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, std::ratio<1l, 1000l> > >) + 0x23d (0x7f92e756ea6d in " + PY + "/torch/lib/libtorch_cuda.so)",
-    "frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0xc80 (0x7f92e75707f0 in " + PY + "/torch/lib/libtorch_cuda.so)",
-    "frame #3: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x14d (0x7f92e7571efd in " + PY + "/torch/lib/libtorch_cuda.so)",
+    "frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >) + 0x98 (0x7f92e62535e8 in "
+    + PY
+    + "/torch/lib/libc10.so)",
+    "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::duration<long, std::ratio<1l, 1000l> > >) + 0x23d (0x7f92e756ea6d in "
+    + PY
+    + "/torch/lib/libtorch_cuda.so)",
+    "frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0xc80 (0x7f92e75707f0 in "
+    + PY
+    + "/torch/lib/libtorch_cuda.so)",
+    "frame #3: c10d::ProcessGroupNCCL::ncclCommWatchdog() + 0x14d (0x7f92e7571efd in "
+    + PY
+    + "/torch/lib/libtorch_cuda.so)",
     "frame #4: <unknown function> + 0xd8198 (0x7f92d7559198 in /usr/lib/x86_64-linux-gnu/libstdc++.so.6)",
     "frame #5: <unknown function> + 0x7ea7 (0x7f933d48dea7 in /usr/lib/x86_64-linux-gnu/libpthread.so.0)",
     "frame #6: clone + 0x3f (0x7f933d25eadf in /usr/lib/x86_64-linux-gnu/libc.so.6)",
@@ -327,7 +350,9 @@ CPP_CHECK_TIMEOUT = (
 )
 CPP_WATCHDOG = (
     "Exception raised from ncclCommWatchdog at /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1905 (most recent call first):",
-    "frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >) + 0x98 (0x7f92e62535e8 in " + PY + "/torch/lib/libc10.so)",
+    "frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >) + 0x98 (0x7f92e62535e8 in "
+    + PY
+    + "/torch/lib/libc10.so)",
     "frame #1: <unknown function> + 0x11b4abe (0x7f92e7540abe in " + PY + "/torch/lib/libtorch_cuda.so)",
     "frame #2: <unknown function> + 0xe07bed (0x7f92e7193bed in " + PY + "/torch/lib/libtorch_cuda.so)",
     "frame #3: <unknown function> + 0xd8198 (0x7f92d7559198 in /usr/lib/x86_64-linux-gnu/libstdc++.so.6)",
@@ -337,26 +362,41 @@ CPP_WATCHDOG = (
 )
 CPP_NCCL_ERROR = (
     "Exception raised from checkForNCCLErrorsInternal at /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1736 (most recent call first):",
-    "frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >) + 0x99 (0x7fcc0c99ad89 in " + PY + "/torch/lib/libc10.so)",
-    "frame #1: c10d::ProcessGroupNCCL::checkForNCCLErrorsInternal(std::shared_ptr<c10d::NCCLComm>&) + 0x35d (0x7fcbaa1378dd in " + PY + "/torch/lib/libtorch_cuda.so)",
+    "frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >) + 0x99 (0x7fcc0c99ad89 in "
+    + PY
+    + "/torch/lib/libc10.so)",
+    "frame #1: c10d::ProcessGroupNCCL::checkForNCCLErrorsInternal(std::shared_ptr<c10d::NCCLComm>&) + 0x35d (0x7fcbaa1378dd in "
+    + PY
+    + "/torch/lib/libtorch_cuda.so)",
     "",
 )
 CPP_CUDA_CHECK = (
     "Exception raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:44 (most recent call first):",
-    "frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >) + 0xb0 (0xede05571c700 in " + PY + "/torch/lib/libc10.so)",
-    "frame #1: c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, bool) + 0x224 (0xede0557a4e24 in " + PY + "/torch/lib/libc10_cuda.so)",
-    "frame #2: c10d::ProcessGroupNCCL::WorkNCCL::finishedGPUExecutionInternal() const + 0x56 (0x7fd3f0214726 in " + PY + "/torch/lib/libtorch_cuda.so)",
+    "frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >) + 0xb0 (0xede05571c700 in "
+    + PY
+    + "/torch/lib/libc10.so)",
+    "frame #1: c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, bool) + 0x224 (0xede0557a4e24 in "
+    + PY
+    + "/torch/lib/libc10_cuda.so)",
+    "frame #2: c10d::ProcessGroupNCCL::WorkNCCL::finishedGPUExecutionInternal() const + 0x56 (0x7fd3f0214726 in "
+    + PY
+    + "/torch/lib/libtorch_cuda.so)",
     "",
 )
-_t("c10d.cpp_frames", "\n".join(CPP_CHECK_TIMEOUT + CPP_WATCHDOG + CPP_NCCL_ERROR + CPP_CUDA_CHECK),
-   "checkTimeout / ncclCommWatchdog frames: the E709 torch 2.7 log (public); checkForNCCLErrorsInternal: "
-   "deepseek-ai/DeepEP#106; c10_cuda_check_implementation: the E512 Megatron log and pytorch issue pastes")
+_t(
+    "c10d.cpp_frames",
+    "\n".join(CPP_CHECK_TIMEOUT + CPP_WATCHDOG + CPP_NCCL_ERROR + CPP_CUDA_CHECK),
+    "checkTimeout / ncclCommWatchdog frames: the E709 torch 2.7 log (public); checkForNCCLErrorsInternal: "
+    "deepseek-ai/DeepEP#106; c10_cuda_check_implementation: the E512 Megatron log and pytorch issue pastes",
+)
 TERMINATE = _t(
     "libstdc++.terminate",
     "terminate called after throwing an instance of 'c10::DistBackendError'",
     "libstdc++ verbose terminate handler; real: E709 log and NVIDIA/Megatron-LM#935",
 )
-WHAT = _t("libstdc++.what", "  what():  {what}", "libstdc++ verbose terminate handler ('  what():  ...'); real: E709 log")
+WHAT = _t(
+    "libstdc++.what", "  what():  {what}", "libstdc++ verbose terminate handler ('  what():  ...'); real: E709 log"
+)
 CUDA_EXC = _t(
     "c10.cuda_error",
     "CUDA error: {msg}\nSearch for `{enum}' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html "
@@ -388,7 +428,11 @@ DIST_BACKEND_INTERNAL = _t(
     "developers, NCCL version 2.21.5' / '[rank1]: ncclInternalError: Internal check failed.' / '[rank1]: Last error:'); "
     "the last-error text 'Attribute busid of node nic not found': NVIDIA/nccl#1247",
 )
-NCCL_INTERNAL_LINES = ("ncclInternalError: Internal check failed.", "Last error:", "Attribute busid of node nic not found")
+NCCL_INTERNAL_LINES = (
+    "ncclInternalError: Internal check failed.",
+    "Last error:",
+    "Attribute busid of node nic not found",
+)
 C_BARRIER_WARN = _t(
     "c10d.barrier_device_warning",
     "{tag0}  using GPU {lr} to perform barrier as devices used by this process are currently unknown. This can "
@@ -400,29 +444,47 @@ C_BARRIER_WARN = _t(
 
 # ----------------------------------------------------------------------------- NCCL (stdout of each process)
 NCCL_PFX = "{host}:{pid}:{tid} [{lr}] "
-N_INFO_PLUGIN = _t("nccl.plugin_path", "NCCL INFO Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so",
-                   "NVIDIA/nccl#1029 ('rdma-gpu-train-worker-0:19488:21063 [4] NCCL INFO Plugin Path : "
-                   "/opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so')")
-N_INFO_P2P_PLUGIN = _t("nccl.p2p_plugin", "NCCL INFO P2P plugin IBext",
-                       "NVIDIA/nccl#1029 ('... NCCL INFO P2P plugin IBext')")
-N_INFO_BOOTSTRAP = _t("nccl.bootstrap", "NCCL INFO Bootstrap : Using eth0:{ip}<0>",
-                      "NCCL src/bootstrap.cc; real: 'ip-10-0-139-244:1465:1465 [0] NCCL INFO Bootstrap : Using "
-                      "eth0:10.0.139.244<0>' (nccl.toml example)")
-N_INFO_NET_IB = _t("nccl.net_ib_using", "NCCL INFO NET/IB : Using {devs} [RO]; OOB eth0:{ip}<0>",
-                   "real: 'gpu-a3:47021:47095 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; "
-                   "OOB eth0:10.4.2.31<0>' (nccl.toml example)")
-N_INFO_USING_NET = _t("nccl.using_network", "NCCL INFO Using network IBext",
-                      "NVIDIA/nccl#1029 ('... NCCL INFO Using network IBext')")
-N_INFO_LOCAL = _t("nccl.init_local_rank",
-                  "NCCL INFO comm {comm} rank {crank} nRanks {n} nNodes {nodes} localRanks {lranks} localRank {clr} MNNVL 0",
-                  "NCCL src/init.cc 2.20+; real: 'tpgds-aihub0003:3828979:3828979 [3] NCCL INFO comm 0x56396871db00 "
-                  "rank 3 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0' (nccl.toml example)")
-N_INFO_COMPLETE = _t("nccl.init_complete",
-                     "NCCL INFO comm {comm} rank {crank} nranks {n} cudaDev {lr} nvmlDev {lr} busId {bus} commId {cid} - Init COMPLETE",
-                     "real: 'hostname-test:984:1257 [4] NCCL INFO comm 0x557fe785f7a0 rank 36 nranks 64 cudaDev 4 "
-                     "nvmlDev 4 busId 9b000 commId 0x5ae77eb5ea4ec1ee - Init COMPLETE' (NVIDIA/nccl#1814)")
-N_VERSION = _t("nccl.version", NCCL_VERSION_LINE,
-               "real: 'NCCL version 2.27.5+cuda12.9' printed by a communicator's rank 0 (E129 Megatron log)")
+N_INFO_PLUGIN = _t(
+    "nccl.plugin_path",
+    "NCCL INFO Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so",
+    "NVIDIA/nccl#1029 ('rdma-gpu-train-worker-0:19488:21063 [4] NCCL INFO Plugin Path : "
+    "/opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so')",
+)
+N_INFO_P2P_PLUGIN = _t(
+    "nccl.p2p_plugin", "NCCL INFO P2P plugin IBext", "NVIDIA/nccl#1029 ('... NCCL INFO P2P plugin IBext')"
+)
+N_INFO_BOOTSTRAP = _t(
+    "nccl.bootstrap",
+    "NCCL INFO Bootstrap : Using eth0:{ip}<0>",
+    "NCCL src/bootstrap.cc; real: 'ip-10-0-139-244:1465:1465 [0] NCCL INFO Bootstrap : Using "
+    "eth0:10.0.139.244<0>' (nccl.toml example)",
+)
+N_INFO_NET_IB = _t(
+    "nccl.net_ib_using",
+    "NCCL INFO NET/IB : Using {devs} [RO]; OOB eth0:{ip}<0>",
+    "real: 'gpu-a3:47021:47095 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; "
+    "OOB eth0:10.4.2.31<0>' (nccl.toml example)",
+)
+N_INFO_USING_NET = _t(
+    "nccl.using_network", "NCCL INFO Using network IBext", "NVIDIA/nccl#1029 ('... NCCL INFO Using network IBext')"
+)
+N_INFO_LOCAL = _t(
+    "nccl.init_local_rank",
+    "NCCL INFO comm {comm} rank {crank} nRanks {n} nNodes {nodes} localRanks {lranks} localRank {clr} MNNVL 0",
+    "NCCL src/init.cc 2.20+; real: 'tpgds-aihub0003:3828979:3828979 [3] NCCL INFO comm 0x56396871db00 "
+    "rank 3 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0' (nccl.toml example)",
+)
+N_INFO_COMPLETE = _t(
+    "nccl.init_complete",
+    "NCCL INFO comm {comm} rank {crank} nranks {n} cudaDev {lr} nvmlDev {lr} busId {bus} commId {cid} - Init COMPLETE",
+    "real: 'hostname-test:984:1257 [4] NCCL INFO comm 0x557fe785f7a0 rank 36 nranks 64 cudaDev 4 "
+    "nvmlDev 4 busId 9b000 commId 0x5ae77eb5ea4ec1ee - Init COMPLETE' (NVIDIA/nccl#1814)",
+)
+N_VERSION = _t(
+    "nccl.version",
+    NCCL_VERSION_LINE,
+    "real: 'NCCL version 2.27.5+cuda12.9' printed by a communicator's rank 0 (E129 Megatron log)",
+)
 N_WARN_COMPLETION = _t(
     "nccl.ib_completion_error",
     "ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer {peer}<{port}> with status=12 opcode={opcode} "
@@ -461,17 +523,29 @@ A_OMP = _t(
     "torch/distributed/run.py logger.warning (real: 'W1210 18:28:00.405000 1 site-packages/torch/distributed/"
     "run.py:793] Setting OMP_NUM_THREADS environment variable ...', one line per message line)",
 )
-A_CLOSING = _t("torchrun.closing_signal", "Sending process {pid} closing signal {sig}",
-               "real: 'W0116 02:43:46.376000 846088 torch/distributed/elastic/multiprocessing/api.py:1010] Sending "
-               "process 846215 closing signal SIGTERM' and /tmp/ff_samples/hang launcher.log")
-A_DEATH = _t("torchrun.death_signal", "Received Signals.SIGTERM death signal, shutting down workers",
-             "real: 'W0616 00:37:22.830000 4015698 torch/distributed/elastic/agent/server/api.py:719] Received "
-             "Signals.SIGTERM death signal, shutting down workers'")
-A_FAILED = _t("torchrun.worker_failed", "failed (exitcode: {code}) local_rank: {lr} (pid: {pid}) of binary: " + PYTHON,
-              "real: 'E0709 17:05:39.816000 56204 site-packages/torch/distributed/elastic/multiprocessing/"
-              "api.py:874] failed (exitcode: -6) local_rank: 0 (pid: 56213) of binary: /opt/conda/bin/python3.10'")
-A_NO_ERRFILE = _t("torchrun.no_error_file", "no error file defined for parent, to copy child error file ({path})",
-                  "real: /tmp/ff_samples/hang launcher.log (errors/error_handler.py:145)")
+A_CLOSING = _t(
+    "torchrun.closing_signal",
+    "Sending process {pid} closing signal {sig}",
+    "real: 'W0116 02:43:46.376000 846088 torch/distributed/elastic/multiprocessing/api.py:1010] Sending "
+    "process 846215 closing signal SIGTERM' and /tmp/ff_samples/hang launcher.log",
+)
+A_DEATH = _t(
+    "torchrun.death_signal",
+    "Received Signals.SIGTERM death signal, shutting down workers",
+    "real: 'W0616 00:37:22.830000 4015698 torch/distributed/elastic/agent/server/api.py:719] Received "
+    "Signals.SIGTERM death signal, shutting down workers'",
+)
+A_FAILED = _t(
+    "torchrun.worker_failed",
+    "failed (exitcode: {code}) local_rank: {lr} (pid: {pid}) of binary: " + PYTHON,
+    "real: 'E0709 17:05:39.816000 56204 site-packages/torch/distributed/elastic/multiprocessing/"
+    "api.py:874] failed (exitcode: -6) local_rank: 0 (pid: 56213) of binary: /opt/conda/bin/python3.10'",
+)
+A_NO_ERRFILE = _t(
+    "torchrun.no_error_file",
+    "no error file defined for parent, to copy child error file ({path})",
+    "real: /tmp/ff_samples/hang launcher.log (errors/error_handler.py:145)",
+)
 A_CHILD_TB = (
     "Traceback (most recent call last):",
     '  File "' + VENV_BIN + '/torchrun", line 8, in <module>',
@@ -501,9 +575,12 @@ A_RECORD = (
     "  error_file: {error_file}",
     "  traceback : {traceback}",
 )
-_t("torchrun.child_failed", "\n".join(A_CHILD_TB + A_RECORD),
-   "real: /tmp/ff_samples/hang launcher.log and tests/fixtures/slurm/torch_exception_torchrun/slurm-1.out "
-   "(ChildFailedError summary, failure records with host/rank/exitcode/error_file/traceback)")
+_t(
+    "torchrun.child_failed",
+    "\n".join(A_CHILD_TB + A_RECORD),
+    "real: /tmp/ff_samples/hang launcher.log and tests/fixtures/slurm/torch_exception_torchrun/slurm-1.out "
+    "(ChildFailedError summary, failure records with host/rank/exitcode/error_file/traceback)",
+)
 A_SIGNAL_TB = (
     "Traceback (most recent call last):",
     '  File "' + VENV_BIN + '/torchrun", line 8, in <module>',
@@ -528,25 +605,42 @@ A_SIGNAL_TB = (
     '    raise SignalException(f"Process {{os.getpid()}} got signal: {{sigval}}", sigval=sigval)',
     "torch.distributed.elastic.multiprocessing.api.SignalException: Process {apid} got signal: 15",
 )
-_t("torchrun.signal_exception", "\n".join(A_SIGNAL_TB),
-   "real: torchrun's traceback when its agent gets a signal (public Megatron-LM blog log, dist-packages "
-   "python3.8: '... line 62, in _terminate_process_handler / raise SignalException(...) / "
-   "torch.distributed.elastic.multiprocessing.api.SignalException: Process 5836 got signal: 2'), signal 15 as in "
-   "a Megatron error.json ('SignalException: Process 17912 got signal: 15')")
+_t(
+    "torchrun.signal_exception",
+    "\n".join(A_SIGNAL_TB),
+    "real: torchrun's traceback when its agent gets a signal (public Megatron-LM blog log, dist-packages "
+    "python3.8: '... line 62, in _terminate_process_handler / raise SignalException(...) / "
+    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 5836 got signal: 2'), signal 15 as in "
+    "a Megatron error.json ('SignalException: Process 17912 got signal: 15')",
+)
 
 # ----------------------------------------------------------------------------- SLURM (job output, slurmctld)
-S_ENV = _t("slurm.env_echo",
-           "SLURM_JOB_ID={job} SLURM_JOB_NODELIST={nodelist} SLURM_NTASKS={ntasks} SLURM_TASKS_PER_NODE=1(x{nnodes})",
-           "the batch script's echo in tests/fixtures/slurm/torch_exception_torchrun/job.sbatch (real capture)")
-S_TASK_EXIT = _t("slurm.task_exit", "srun: error: {host}: task {task}: Exited with exit code {code}",
-                 "real: tests/fixtures/slurm/torch_exception_torchrun/slurm-1.out")
-S_TASK_TERM = _t("slurm.task_terminated", "srun: error: {host}: task {task}: Terminated",
-                 "real: tests/fixtures/slurm/scancel (srun: error: node01: task 0: Terminated)")
-S_TASK_OOM = _t("slurm.task_oom", "srun: error: {host}: task {task}: Out Of Memory",
-                "src/srun/launch.c _task_finish(); public: 'srun: error: nid005651: task 3: Out Of Memory' (slurm.toml)")
-S_STEP_ABORTED = _t("slurm.step_aborted", "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
-                    "real: 'srun: Job step aborted: Waiting up to 32 seconds for job step to finish.' (public "
-                    "preemption log; KillWait=30 -> 32 s) and tests/fixtures/slurm/scancel (4 s)")
+S_ENV = _t(
+    "slurm.env_echo",
+    "SLURM_JOB_ID={job} SLURM_JOB_NODELIST={nodelist} SLURM_NTASKS={ntasks} SLURM_TASKS_PER_NODE=1(x{nnodes})",
+    "the batch script's echo in tests/fixtures/slurm/torch_exception_torchrun/job.sbatch (real capture)",
+)
+S_TASK_EXIT = _t(
+    "slurm.task_exit",
+    "srun: error: {host}: task {task}: Exited with exit code {code}",
+    "real: tests/fixtures/slurm/torch_exception_torchrun/slurm-1.out",
+)
+S_TASK_TERM = _t(
+    "slurm.task_terminated",
+    "srun: error: {host}: task {task}: Terminated",
+    "real: tests/fixtures/slurm/scancel (srun: error: node01: task 0: Terminated)",
+)
+S_TASK_OOM = _t(
+    "slurm.task_oom",
+    "srun: error: {host}: task {task}: Out Of Memory",
+    "src/srun/launch.c _task_finish(); public: 'srun: error: nid005651: task 3: Out Of Memory' (slurm.toml)",
+)
+S_STEP_ABORTED = _t(
+    "slurm.step_aborted",
+    "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+    "real: 'srun: Job step aborted: Waiting up to 32 seconds for job step to finish.' (public "
+    "preemption log; KillWait=30 -> 32 s) and tests/fixtures/slurm/scancel (4 s)",
+)
 S_FORCE = _t("slurm.force_terminate", "srun: forcing job termination", "real: tests/fixtures/slurm/scancel")
 S_GOT_SIGCONT = _t("slurm.got_sigcont", "srun: got SIGCONT", "real: tests/fixtures/slurm/scancel")
 S_NODE_FAIL = _t("slurm.node_failure", "srun: error: Node failure on {host}", "real: tests/fixtures/slurm/node_failure")
@@ -558,80 +652,140 @@ S_STEPD_CANCEL = _t(
     "LIMIT', ' DUE TO PREEMPTION' from slurmstepd req.c (public: '*** JOB 11509447 ON nodeau01 CANCELLED AT "
     "2026-03-25T10:34:07 DUE TO PREEMPTION ***')",
 )
-S_OOM_EVENT = _t("slurm.oom_kill_event",
-                 "slurmstepd-{host}: error: Detected 1 oom_kill event in StepId={job}.0. Some of the step tasks have been OOM Killed.",
-                 "slurm.toml example 'slurmstepd: error: Detected 1 oom_kill event in StepId=1054.0. Some of the step "
-                 "tasks have been OOM Killed.' (task/cgroup plugin)")
+S_OOM_EVENT = _t(
+    "slurm.oom_kill_event",
+    "slurmstepd-{host}: error: Detected 1 oom_kill event in StepId={job}.0. Some of the step tasks have been OOM Killed.",
+    "slurm.toml example 'slurmstepd: error: Detected 1 oom_kill event in StepId=1054.0. Some of the step "
+    "tasks have been OOM Killed.' (task/cgroup plugin)",
+)
 CTLD = "[{iso}] "
-S_CTLD_NOT_RESPONDING = _t("slurmctld.not_responding", "error: Nodes {host} not responding, setting DOWN",
-                           "real: /tmp/slx/log/slurmctld.log and tests/fixtures/slurm/node_failure/slurmctld.log")
-S_CTLD_KILL_FAILED = _t("slurmctld.kill_on_failed_node", "Killing JobId={job} on failed node {host}",
-                        "real: tests/fixtures/slurm/node_failure/slurmctld.log")
-S_CTLD_TIME_LIMIT = _t("slurmctld.time_limit", "Time limit exhausted for JobId={job}",
-                       "real: /tmp/slx/log/slurmctld.log ('Time limit exhausted for JobId=3')")
-S_CTLD_PREEMPT = _t("slurmctld.preempted", "preempted JobId={job} has been killed to reclaim resources for JobId={by}",
-                    "slurm src/slurmctld/preempt.c slurm_job_preempt(): info(\"preempted %pJ has been killed to "
-                    "reclaim resources for %pJ\") (PreemptMode=CANCEL; %pJ prints 'JobId=N')")
-S_CTLD_SUBMIT = _t("slurmctld.submit", "_slurm_rpc_submit_batch_job: JobId={job} InitPrio=4294901756 usec=404",
-                   "real: tests/fixtures/slurm/node_failure/slurmctld.log")
-S_CTLD_ALLOC = _t("slurmctld.allocate", "sched: Allocate JobId={job} NodeList={nodelist} #CPUs={cpus} Partition=gpu",
-                  "real: tests/fixtures/slurm/node_failure/slurmctld.log ('sched: Allocate JobId=4 NodeList=node[01-02] "
-                  "#CPUs=4 Partition=debug')")
-S_CTLD_COMPLETE = _t("slurmctld.job_complete", "_job_complete: JobId={job} WEXITSTATUS {code}",
-                     "real: tests/fixtures/slurm/torch_exception_torchrun/slurmctld.log ('_job_complete: JobId=1 "
-                     "WEXITSTATUS 1', '_job_complete: JobId=1 done')")
-S_TERMINATING = _t("slurm.terminating_step", "srun: Terminating StepId={job}.0",
-                   "real (srun --kill-on-bad-exit): 'srun: error: nid001097: task 5: Exited with exit code 255' / "
-                   "'srun: Terminating StepId=40341.0' / 'srun: error: nid001096: tasks 0,2,4: Terminated' / "
-                   "'srun: Force Terminated StepId=40341.0' (public CSCS ICON log)")
-S_FORCE_TERMINATED = _t("slurm.force_terminated_step", "srun: Force Terminated StepId={job}.0",
-                        "same public log ('srun: Force Terminated StepId=40341.0')")
-S_STEP_TIMEOUT = _t("slurm.step_timeout", "srun: error: Timed out waiting for job step to complete",
-                    "slurm src/api/step_launch.c slurm_step_launch_wait_finish(): error(\"Timed out waiting for job step to "
-                    "complete\") (slurm.toml slurm.step_timeout)")
+S_CTLD_NOT_RESPONDING = _t(
+    "slurmctld.not_responding",
+    "error: Nodes {host} not responding, setting DOWN",
+    "real: /tmp/slx/log/slurmctld.log and tests/fixtures/slurm/node_failure/slurmctld.log",
+)
+S_CTLD_KILL_FAILED = _t(
+    "slurmctld.kill_on_failed_node",
+    "Killing JobId={job} on failed node {host}",
+    "real: tests/fixtures/slurm/node_failure/slurmctld.log",
+)
+S_CTLD_TIME_LIMIT = _t(
+    "slurmctld.time_limit",
+    "Time limit exhausted for JobId={job}",
+    "real: /tmp/slx/log/slurmctld.log ('Time limit exhausted for JobId=3')",
+)
+S_CTLD_PREEMPT = _t(
+    "slurmctld.preempted",
+    "preempted JobId={job} has been killed to reclaim resources for JobId={by}",
+    'slurm src/slurmctld/preempt.c slurm_job_preempt(): info("preempted %pJ has been killed to '
+    "reclaim resources for %pJ\") (PreemptMode=CANCEL; %pJ prints 'JobId=N')",
+)
+S_CTLD_SUBMIT = _t(
+    "slurmctld.submit",
+    "_slurm_rpc_submit_batch_job: JobId={job} InitPrio=4294901756 usec=404",
+    "real: tests/fixtures/slurm/node_failure/slurmctld.log",
+)
+S_CTLD_ALLOC = _t(
+    "slurmctld.allocate",
+    "sched: Allocate JobId={job} NodeList={nodelist} #CPUs={cpus} Partition=gpu",
+    "real: tests/fixtures/slurm/node_failure/slurmctld.log ('sched: Allocate JobId=4 NodeList=node[01-02] "
+    "#CPUs=4 Partition=debug')",
+)
+S_CTLD_COMPLETE = _t(
+    "slurmctld.job_complete",
+    "_job_complete: JobId={job} WEXITSTATUS {code}",
+    "real: tests/fixtures/slurm/torch_exception_torchrun/slurmctld.log ('_job_complete: JobId=1 "
+    "WEXITSTATUS 1', '_job_complete: JobId=1 done')",
+)
+S_TERMINATING = _t(
+    "slurm.terminating_step",
+    "srun: Terminating StepId={job}.0",
+    "real (srun --kill-on-bad-exit): 'srun: error: nid001097: task 5: Exited with exit code 255' / "
+    "'srun: Terminating StepId=40341.0' / 'srun: error: nid001096: tasks 0,2,4: Terminated' / "
+    "'srun: Force Terminated StepId=40341.0' (public CSCS ICON log)",
+)
+S_FORCE_TERMINATED = _t(
+    "slurm.force_terminated_step",
+    "srun: Force Terminated StepId={job}.0",
+    "same public log ('srun: Force Terminated StepId=40341.0')",
+)
+S_STEP_TIMEOUT = _t(
+    "slurm.step_timeout",
+    "srun: error: Timed out waiting for job step to complete",
+    'slurm src/api/step_launch.c slurm_step_launch_wait_finish(): error("Timed out waiting for job step to '
+    'complete") (slurm.toml slurm.step_timeout)',
+)
 
 # ----------------------------------------------------------------------------- kernel (dmesg -x --time-format iso)
 KERN = "kern  :{lvl:<6}: {iso} "
-K_XID79 = _t("kernel.xid79", "NVRM: Xid (PCI:{bus}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
-             "kernel.toml example '[...] NVRM: Xid (PCI:0000:05:00): 79, pid='<unknown>', name=<unknown>, GPU has "
-             "fallen off the bus.'")
-K_OFF_BUS = _t("kernel.gpu_fallen_off_bus", "NVRM: GPU {bus}.0: GPU has fallen off the bus.",
-               "kernel.toml example '[  228.414765] NVRM: GPU 0000:09:00.0: GPU has fallen off the bus.'")
-K_XID48 = _t("kernel.xid48",
-             "NVRM: Xid (PCI:{bus}): 48, An uncorrectable double bit error (DBE) has been detected on GPU in the "
-             "framebuffer at partition {part}, subpartition {sub}.",
-             "kernel.toml example '[Mon Oct 29 12:07:39 2018] NVRM: Xid (PCI:0000:8a:00): 48, An uncorrectable double "
-             "bit error (DBE) has been detected on GPU in the framebuffer at partition 4, subpartition 1.'")
-K_XID63 = _t("kernel.xid63", "NVRM: Xid (PCI:{bus}): 63, Dynamic Page Retirement: New page retired, reboot to activate (0x{addr:016x}).",
-             "kernel.toml example '[Mon Oct 29 12:07:40 2018] NVRM: Xid (PCI:0000:8a:00): 63, Dynamic Page "
-             "Retirement: New page retired, reboot to activate (0x00000000002ce8ac).'")
-K_XID94 = _t("kernel.xid94", "NVRM: Xid (PCI:{bus}): 94, pid='<unknown>', name=<unknown>, Contained: SM (0x1). RST: No, D-RST: No",
-             "kernel.toml example '[Fri Aug  9 13:32:56 2024] NVRM: Xid (PCI:0000:00:08): 94, pid='<unknown>', "
-             "name=<unknown>, Contained: SM (0x1). RST: No, D-RST: No'")
-K_XID95 = _t("kernel.xid95", "NVRM: Xid (PCI:{bus}): 95, pid={pid}, Uncontained: LTC TAG (0x2,0x1). RST: Yes, D-RST: No",
-             "kernel.toml example 'NVRM: Xid (PCI:0000:01:00): 95, pid=7062, Uncontained: LTC TAG (0x2,0x1). RST: "
-             "Yes, D-RST: No'")
-K_XID119 = _t("kernel.xid119",
-              "NVRM: Xid (PCI:{bus}): 119, pid={pid}, name=pt_main_thread, Timeout after 6s of waiting for RPC "
-              "response from GPU{lr} GSP! Expected function 76 (GSP_RM_CONTROL) (0x20801813 0x4c).",
-              "/work/shared/peer-data/gpud-kernel-logs/accelerator_nvidia_xid_dmesg-with-xid-119.log ('NVRM: Xid "
-              "(PCI:0000:9b:00): 119, pid=1263500, name=cache_mgr_main, Timeout after 6s of waiting for RPC response "
-              "from GPU4 GSP! Expected function 76 (GSP_RM_CONTROL) (0x20801813 0x4c).'); process name pt_main_thread "
-              "as in the gpud segfault / Xid 43 lines")
-K_GSP_BUFFER = _t("kernel.gsp_rpc_buffer",
-                  "NVRM: GPU{lr} GSP RPC buffer contains function 76 (GSP_RM_CONTROL) and data 0x0000000020801813 0x000000000000004c.",
-                  "same gpud log ('NVRM: GPU4 GSP RPC buffer contains function 103 (GSP_RM_ALLOC) and data ...')")
-K_GSP_RATE = _t("kernel.gsp_rate_limit",
-                "NVRM: Rate limiting GSP RPC error prints for GPU at PCI:{bus} (printing 1 of every 30).  The GPU likely needs to be reset.",
-                "same gpud log")
-K_XID74 = _t("kernel.xid74",
-             "NVRM: Xid (PCI:{bus}): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error detected on link "
-             "{link}(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
-             "kernel.toml example 'NVRM: Xid (PCI:0003:00:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal "
-             "error detected on link 14(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)'")
-K_PORT = _t("kernel.ib_port_state", "mlx5_core {nic_pci} {nic}: Port: 1 Link {state}",
-            "Linux drivers/infiniband/core/cache.c ib_cache_update (kernel.toml: 'mlx5_core 0000:08:00.0 mlx5_0: "
-            "Port: 1 Link DOWN', 'mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link INIT' / 'Link ACTIVE')")
+K_XID79 = _t(
+    "kernel.xid79",
+    "NVRM: Xid (PCI:{bus}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+    "kernel.toml example '[...] NVRM: Xid (PCI:0000:05:00): 79, pid='<unknown>', name=<unknown>, GPU has "
+    "fallen off the bus.'",
+)
+K_OFF_BUS = _t(
+    "kernel.gpu_fallen_off_bus",
+    "NVRM: GPU {bus}.0: GPU has fallen off the bus.",
+    "kernel.toml example '[  228.414765] NVRM: GPU 0000:09:00.0: GPU has fallen off the bus.'",
+)
+K_XID48 = _t(
+    "kernel.xid48",
+    "NVRM: Xid (PCI:{bus}): 48, An uncorrectable double bit error (DBE) has been detected on GPU in the "
+    "framebuffer at partition {part}, subpartition {sub}.",
+    "kernel.toml example '[Mon Oct 29 12:07:39 2018] NVRM: Xid (PCI:0000:8a:00): 48, An uncorrectable double "
+    "bit error (DBE) has been detected on GPU in the framebuffer at partition 4, subpartition 1.'",
+)
+K_XID63 = _t(
+    "kernel.xid63",
+    "NVRM: Xid (PCI:{bus}): 63, Dynamic Page Retirement: New page retired, reboot to activate (0x{addr:016x}).",
+    "kernel.toml example '[Mon Oct 29 12:07:40 2018] NVRM: Xid (PCI:0000:8a:00): 63, Dynamic Page "
+    "Retirement: New page retired, reboot to activate (0x00000000002ce8ac).'",
+)
+K_XID94 = _t(
+    "kernel.xid94",
+    "NVRM: Xid (PCI:{bus}): 94, pid='<unknown>', name=<unknown>, Contained: SM (0x1). RST: No, D-RST: No",
+    "kernel.toml example '[Fri Aug  9 13:32:56 2024] NVRM: Xid (PCI:0000:00:08): 94, pid='<unknown>', "
+    "name=<unknown>, Contained: SM (0x1). RST: No, D-RST: No'",
+)
+K_XID95 = _t(
+    "kernel.xid95",
+    "NVRM: Xid (PCI:{bus}): 95, pid={pid}, Uncontained: LTC TAG (0x2,0x1). RST: Yes, D-RST: No",
+    "kernel.toml example 'NVRM: Xid (PCI:0000:01:00): 95, pid=7062, Uncontained: LTC TAG (0x2,0x1). RST: "
+    "Yes, D-RST: No'",
+)
+K_XID119 = _t(
+    "kernel.xid119",
+    "NVRM: Xid (PCI:{bus}): 119, pid={pid}, name=pt_main_thread, Timeout after 6s of waiting for RPC "
+    "response from GPU{lr} GSP! Expected function 76 (GSP_RM_CONTROL) (0x20801813 0x4c).",
+    "/work/shared/peer-data/gpud-kernel-logs/accelerator_nvidia_xid_dmesg-with-xid-119.log ('NVRM: Xid "
+    "(PCI:0000:9b:00): 119, pid=1263500, name=cache_mgr_main, Timeout after 6s of waiting for RPC response "
+    "from GPU4 GSP! Expected function 76 (GSP_RM_CONTROL) (0x20801813 0x4c).'); process name pt_main_thread "
+    "as in the gpud segfault / Xid 43 lines",
+)
+K_GSP_BUFFER = _t(
+    "kernel.gsp_rpc_buffer",
+    "NVRM: GPU{lr} GSP RPC buffer contains function 76 (GSP_RM_CONTROL) and data 0x0000000020801813 0x000000000000004c.",
+    "same gpud log ('NVRM: GPU4 GSP RPC buffer contains function 103 (GSP_RM_ALLOC) and data ...')",
+)
+K_GSP_RATE = _t(
+    "kernel.gsp_rate_limit",
+    "NVRM: Rate limiting GSP RPC error prints for GPU at PCI:{bus} (printing 1 of every 30).  The GPU likely needs to be reset.",
+    "same gpud log",
+)
+K_XID74 = _t(
+    "kernel.xid74",
+    "NVRM: Xid (PCI:{bus}): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error detected on link "
+    "{link}(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
+    "kernel.toml example 'NVRM: Xid (PCI:0003:00:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal "
+    "error detected on link 14(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)'",
+)
+K_PORT = _t(
+    "kernel.ib_port_state",
+    "mlx5_core {nic_pci} {nic}: Port: 1 Link {state}",
+    "Linux drivers/infiniband/core/cache.c ib_cache_update (kernel.toml: 'mlx5_core 0000:08:00.0 mlx5_0: "
+    "Port: 1 Link DOWN', 'mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link INIT' / 'Link ACTIVE')",
+)
 K_OOM_CONSTRAINT = _t(
     "kernel.oom_constraint",
     "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0-1,oom_memcg=/slurm/uid_1000/"
@@ -646,14 +800,21 @@ K_OOM_KILLED = _t(
     "kernel.toml example '[337533.314412] Memory cgroup out of memory: Killed process 23793 (leaker) "
     "total-vm:2623712kB, anon-rss:506500kB, file-rss:1268kB, shmem-rss:0kB'",
 )
-K_OOM_REAPED = _t("kernel.oom_reaper",
-                  "oom_reaper: reaped process {pid} (pt_main_thread), now anon-rss:0kB, file-rss:0kB, shmem-rss:0kB",
-                  "kernel.toml example 'oom_reaper: reaped process 23793 (leaker), now anon-rss:0kB, file-rss:0kB, "
-                  "shmem-rss:0kB'")
-K_NOISE_NVSWITCH = _t("kernel.nvswitch_open", "nvidia-nvswitch{n}: open (major=510)",
-                      "/work/shared/peer-data/gpud-kernel-logs/pkg_kmsg_kmsg.1.log")
-K_NOISE_ADDRCONF = _t("kernel.addrconf", "IPv6: ADDRCONF(NETDEV_CHANGE): eth0: link becomes ready",
-                      "/work/shared/peer-data/gpud-kernel-logs/pkg_kmsg_kmsg.1.log")
+K_OOM_REAPED = _t(
+    "kernel.oom_reaper",
+    "oom_reaper: reaped process {pid} (pt_main_thread), now anon-rss:0kB, file-rss:0kB, shmem-rss:0kB",
+    "kernel.toml example 'oom_reaper: reaped process 23793 (leaker), now anon-rss:0kB, file-rss:0kB, shmem-rss:0kB'",
+)
+K_NOISE_NVSWITCH = _t(
+    "kernel.nvswitch_open",
+    "nvidia-nvswitch{n}: open (major=510)",
+    "/work/shared/peer-data/gpud-kernel-logs/pkg_kmsg_kmsg.1.log",
+)
+K_NOISE_ADDRCONF = _t(
+    "kernel.addrconf",
+    "IPv6: ADDRCONF(NETDEV_CHANGE): eth0: link becomes ready",
+    "/work/shared/peer-data/gpud-kernel-logs/pkg_kmsg_kmsg.1.log",
+)
 K_NOISE_PCIE_CORRECTED = _t(
     "kernel.pcie_corrected",
     "nvidia {gpu}.0: PCIe Bus Error: severity=Correctable, type=Data Link Layer, (Transmitter ID)",

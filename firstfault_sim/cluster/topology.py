@@ -98,7 +98,7 @@ class Cluster:
         """PCI bus id as NVRM prints it in an Xid line: ``0000:18:00``."""
         if local < len(H100_GPU_BUS):
             return f"0000:{H100_GPU_BUS[local]}:00"
-        return f"0000:{0xd0 + local:02x}:00"
+        return f"0000:{0xD0 + local:02x}:00"
 
     def gpu_pci(self, local: int) -> str:
         """Canonical ``dddd:bb:dd.f`` (what firstfault's verdict names)."""
@@ -124,7 +124,7 @@ class Cluster:
     def nic_pci(self, local: int) -> str:
         if local < len(H100_NIC_BUS):
             return f"0000:{H100_NIC_BUS[local]}:00.0"
-        return f"0000:{0xe0 + local:02x}:00.0"
+        return f"0000:{0xE0 + local:02x}:00.0"
 
     def netdev(self, local: int) -> str:
         """The Ethernet/IPoIB name the kernel gives that HCA's port (``ibp12s0`` style)."""

@@ -20,7 +20,7 @@ import json
 import re
 import shutil
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,11 +47,11 @@ _MONO = re.compile(r"^<\d>\[\s*(?P<mono>\d+\.\d+)\] (?P<msg>.*)$")
 
 
 def dmesg_t(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("[%a %b %e %H:%M:%S %Y]")
+    return datetime.fromtimestamp(ts, UTC).strftime("[%a %b %e %H:%M:%S %Y]")
 
 
 def dmesg_iso(ts: float, level: str = "info") -> str:
-    d = datetime.fromtimestamp(ts, timezone.utc)
+    d = datetime.fromtimestamp(ts, UTC)
     return f"kern  :{level:<5} : " + d.strftime("%Y-%m-%dT%H:%M:%S,%f") + "+00:00"
 
 
@@ -65,13 +65,13 @@ def last_progress(bundle: Path, rank: int) -> float:
         for line in out.read_text(errors="replace").splitlines():
             m = _PROGRESS.match(line)
             if m and int(m["rank"]) == rank:
-                last = datetime.strptime(m["ts"], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=timezone.utc).timestamp()
+                last = datetime.strptime(m["ts"], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC).timestamp()
     if last is None:  # an untimed console: slurmd logged when the task died
         for log in bundle.glob("host-*/slurmd.log"):
             for line in log.read_text(errors="replace").splitlines():
                 m = _TASK_DIED.match(line)
                 if m and int(m["task"]) == rank:
-                    died = datetime.strptime(m["ts"], "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=timezone.utc).timestamp()
+                    died = datetime.strptime(m["ts"], "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC).timestamp()
                     return died - 0.5
         raise SystemExit(f"{bundle}: no progress line of rank {rank}")
     return last
@@ -80,7 +80,7 @@ def last_progress(bundle: Path, rank: int) -> float:
 def job_start(bundle: Path) -> float:
     text = (bundle / "sacct.txt").read_text()
     start = text.splitlines()[1].split("|")[7]
-    return datetime.strptime(start, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+    return datetime.strptime(start, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
 
 
 def host_log(node: str, start: float, fault: tuple[str, float] | None) -> str:
@@ -92,24 +92,44 @@ def host_log(node: str, start: float, fault: tuple[str, float] | None) -> str:
             lines.append((boot + float(m["mono"]), m["msg"]))
     pci = GPU_PCI[node]
     # stale faults of earlier days: another job's Xid 13, another process's OOM kill
-    lines.append((boot + 86400 + 5000.25, f"NVRM: Xid (PCI:{pci}): 13, pid='<unknown>', name=<unknown>, "
-                  "Graphics SM Global Exception on (GPC 8, TPC 5, SM 1): Multiple Warp Errors"))
-    lines.append((boot + 1.5 * 86400, "Out of memory: Killed process 1669 (xdg-desktop-por) total-vm:105068kB, "
-                  "anon-rss:9792kB, file-rss:10972kB, shmem-rss:0kB, UID:1000 pgtables:136kB oom_score_adj:200"))
+    lines.append(
+        (
+            boot + 86400 + 5000.25,
+            f"NVRM: Xid (PCI:{pci}): 13, pid='<unknown>', name=<unknown>, "
+            "Graphics SM Global Exception on (GPC 8, TPC 5, SM 1): Multiple Warp Errors",
+        )
+    )
+    lines.append(
+        (
+            boot + 1.5 * 86400,
+            "Out of memory: Killed process 1669 (xdg-desktop-por) total-vm:105068kB, "
+            "anon-rss:9792kB, file-rss:10972kB, shmem-rss:0kB, UID:1000 pgtables:136kB oom_score_adj:200",
+        )
+    )
     if fault is not None:
         kind, t = fault
         if kind == "xid79":
             lines += [
                 (t, f"NVRM: GPU at PCI:{pci}: GPU-979426f2-893a-7cbb-c4cf-81472f89a462"),
-                (t + 0.0001, f"NVRM: Xid (PCI:{pci}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."),
+                (
+                    t + 0.0001,
+                    f"NVRM: Xid (PCI:{pci}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+                ),
                 (t + 0.0002, f"NVRM: GPU {pci}.0: GPU has fallen off the bus."),
             ]
         elif kind == "oom":
-            lines.append((t, "Out of memory: Killed process 48213 (python) total-vm:9105068kB, anon-rss:7792040kB, "
-                          "file-rss:10972kB, shmem-rss:0kB, UID:0 pgtables:16136kB oom_score_adj:0"))
+            lines.append(
+                (
+                    t,
+                    "Out of memory: Killed process 48213 (python) total-vm:9105068kB, anon-rss:7792040kB, "
+                    "file-rss:10972kB, shmem-rss:0kB, UID:0 pgtables:16136kB oom_score_adj:0",
+                )
+            )
     lines.sort()
-    return "\n".join(stamp(node, t, msg, "err" if "Xid" in msg or "Out of memory" in msg else "info")
-                     for t, msg in lines) + "\n"
+    return (
+        "\n".join(stamp(node, t, msg, "err" if "Xid" in msg or "Out of memory" in msg else "info") for t, msg in lines)
+        + "\n"
+    )
 
 
 def main(src: Path, out: Path) -> None:
@@ -133,7 +153,9 @@ def main(src: Path, out: Path) -> None:
         t = json.loads((d / "truth.json").read_text())
         if truth is not None:
             t["expected_category"], t["culprit_ranks"], t["culprit_hosts"], t["expected_action"] = truth
-        t["host_logs"] = f"boot noise from {BOOT_LOG.name} two days before the job" + (f"; {fault} at {at[1]:.3f}" if at else "")
+        t["host_logs"] = f"boot noise from {BOOT_LOG.name} two days before the job" + (
+            f"; {fault} at {at[1]:.3f}" if at else ""
+        )
         (d / "truth.json").write_text(json.dumps(t, indent=1))
         print("wrote", d)
 

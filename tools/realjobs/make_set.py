@@ -47,10 +47,26 @@ CASES: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] =
     ("size_mismatch_r1", "size_mismatch", 1, 4, "collective_mismatch", [1], "stop", {}),
     ("size_mismatch_r3", "size_mismatch", 3, 6, "collective_mismatch", [3], "stop", {"style": "print"}),
     ("size_mismatch_r0", "size_mismatch", 0, 3, "collective_mismatch", [0], "stop", {"style": "rankfmt"}),
-    ("detail_mismatch_r3", "detail_mismatch", 3, 4, "collective_mismatch", [3], "stop",
-     {"env": {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}}),
-    ("detail_ddp_segv_all", "detail_ddp", 0, 0, "process_crash", [], "restart",
-     {"env": {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}}),
+    (
+        "detail_mismatch_r3",
+        "detail_mismatch",
+        3,
+        4,
+        "collective_mismatch",
+        [3],
+        "stop",
+        {"env": {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}},
+    ),
+    (
+        "detail_ddp_segv_all",
+        "detail_ddp",
+        0,
+        0,
+        "process_crash",
+        [],
+        "restart",
+        {"env": {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}},
+    ),
     ("nan_r2", "nan_one", 2, 5, "numerical", [2], "stop", {}),
     ("nan_all", "nan_all", 0, 5, "numerical", [], "stop", {"style": "rankfmt"}),
     ("memory_r1", "memory", 1, 3, "host_oom", [1], "stop", {}),
@@ -77,7 +93,16 @@ CASES_2: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("b_exit_r2_3r", "exit", 2, 5, "application_error", [2], "stop", {"nproc": 3}),
     ("b_import_2r", "import", 0, 0, "configuration", [], "stop", {"nproc": 2}),
     ("b_divisible_6r", "divisible", 0, 0, "configuration", [], "stop", {"nproc": 6, "style": "print"}),
-    ("b_dl_worker_kill_r0_2r", "dl_worker_kill", 0, 6, "process_crash", [0], "restart", {"nproc": 2, "style": "rankfmt"}),
+    (
+        "b_dl_worker_kill_r0_2r",
+        "dl_worker_kill",
+        0,
+        6,
+        "process_crash",
+        [0],
+        "restart",
+        {"nproc": 2, "style": "rankfmt"},
+    ),
     ("b_dl_worker_exc_r4_6r", "dl_worker_exc", 4, 3, "application_error", [4], "stop", {"nproc": 6}),
     ("b_healthy_5r", "none", 0, 0, "none", [], "none", {"nproc": 5, "steps": 80, "style": "print"}),
     ("b_init_late_r5_6r", "init_late", 5, 0, "hang", [5], "restart", {"nproc": 6, "timeout": 10.0}),
@@ -98,13 +123,34 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     nproc = int(extra.get("nproc", 4))
     torchrun = [sys.executable, "-m", "torch.distributed.run"]
-    argv = [*torchrun, "--nproc-per-node", str(nproc), "--master-port", str(free_port()),
-            "--max-restarts", str(extra.get("max_restarts", 0))]
+    argv = [
+        *torchrun,
+        "--nproc-per-node",
+        str(nproc),
+        "--master-port",
+        str(free_port()),
+        "--max-restarts",
+        str(extra.get("max_restarts", 0)),
+    ]
     if keep_logdir:
         argv += ["--log-dir", str(d / "logs"), "--tee", "3"]
-    argv += [str(HERE / "train.py"), "--fault", fault, "--rank", str(rank), "--step", str(step),
-             "--steps", str(extra.get("steps", 20)), "--timeout", str(extra.get("timeout", 15.0)),
-             "--style", str(extra.get("style", "logging")), "--data", str(d / "no-such-data")]
+    argv += [
+        str(HERE / "train.py"),
+        "--fault",
+        fault,
+        "--rank",
+        str(rank),
+        "--step",
+        str(step),
+        "--steps",
+        str(extra.get("steps", 20)),
+        "--timeout",
+        str(extra.get("timeout", 15.0)),
+        "--style",
+        str(extra.get("style", "logging")),
+        "--data",
+        str(d / "no-such-data"),
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     env.update(extra.get("env", {}))  # type: ignore[arg-type]
     t0 = time.time()
@@ -118,9 +164,17 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
             os.killpg(p.pid, signal.SIGKILL)
             rc = p.wait()
     truth = {
-        "schema": "firstfault.truth/v1", "fault": fault, "culprit_ranks": culprits, "step": step,
-        "expected_category": cat, "expected_action": action, "nproc": nproc, "exit_code": rc,
-        "duration_s": round(time.time() - t0, 1), "command": argv, "env": extra.get("env", {}),
+        "schema": "firstfault.truth/v1",
+        "fault": fault,
+        "culprit_ranks": culprits,
+        "step": step,
+        "expected_category": cat,
+        "expected_action": action,
+        "nproc": nproc,
+        "exit_code": rc,
+        "duration_s": round(time.time() - t0, 1),
+        "command": argv,
+        "env": extra.get("env", {}),
         "generator": "tools/realjobs/make_set.py (independent of firstfault.simulate)",
     }
     (d / "truth.json").write_text(json.dumps(truth, indent=1))

@@ -109,9 +109,16 @@ def finish(c: SlurmCluster, case: tuple, rec: JobRecord, t0: float) -> None:
     time.sleep(1.0)
     c.collect(rec)
     truth = {
-        "schema": "firstfault.truth/v1", "fault": fault, "culprit_ranks": ranks, "culprit_hosts": hosts,
-        "expected_category": cat, "expected_action": action, "step": step, "slurm_state": state,
-        "duration_s": round(time.time() - t0, 1), "options": opts,
+        "schema": "firstfault.truth/v1",
+        "fault": fault,
+        "culprit_ranks": ranks,
+        "culprit_hosts": hosts,
+        "expected_category": cat,
+        "expected_action": action,
+        "step": step,
+        "slurm_state": state,
+        "duration_s": round(time.time() - t0, 1),
+        "options": opts,
         "generator": "tools/realjobs/make_slurm_set.py (independent of firstfault.simulate's workload)",
     }
     (rec.bundle / "truth.json").write_text(json.dumps(truth, indent=1))

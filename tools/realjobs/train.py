@@ -23,10 +23,33 @@ import warnings
 from datetime import timedelta
 
 FAULTS = (
-    "none", "warnings", "straggler", "exception", "missing_file_all", "missing_file_one", "divisible",
-    "import", "version", "sigkill", "sigkill_then_peer_exc", "segfault", "abort", "exit", "hang",
-    "size_mismatch", "detail_mismatch", "nan_one", "nan_all", "memory", "diskfull", "dl_worker_kill",
-    "dl_worker_exc", "init_late", "hang_forever", "detail_ddp", "alloc_start",
+    "none",
+    "warnings",
+    "straggler",
+    "exception",
+    "missing_file_all",
+    "missing_file_one",
+    "divisible",
+    "import",
+    "version",
+    "sigkill",
+    "sigkill_then_peer_exc",
+    "segfault",
+    "abort",
+    "exit",
+    "hang",
+    "size_mismatch",
+    "detail_mismatch",
+    "nan_one",
+    "nan_all",
+    "memory",
+    "diskfull",
+    "dl_worker_kill",
+    "dl_worker_exc",
+    "init_late",
+    "hang_forever",
+    "detail_ddp",
+    "alloc_start",
 )
 
 
@@ -119,7 +142,9 @@ def main() -> None:
     sampler_offset = rank * 8 * (a.steps + 5)
     loader = DataLoader(
         torch.utils.data.Subset(Tokens(), range(sampler_offset, sampler_offset + 8 * (a.steps + 5))),
-        batch_size=8, num_workers=a.workers, shuffle=False,
+        batch_size=8,
+        num_workers=a.workers,
+        shuffle=False,
     )
     net = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
     # DDP under TORCH_DISTRIBUTED_DEBUG=DETAIL crashes torch 2.13's CPU build at start-up (SIGSEGV on
@@ -128,7 +153,9 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     lossf = nn.CrossEntropyLoss()
     if a.fault == "warnings":
-        warnings.warn("torch.cuda.amp.GradScaler is deprecated; use torch.amp.GradScaler('cuda') instead", FutureWarning)
+        warnings.warn(
+            "torch.cuda.amp.GradScaler is deprecated; use torch.amp.GradScaler('cuda') instead", FutureWarning
+        )
         log.warning("checkpoint directory %s exists and is not empty; files may be overwritten", a.ckpt)
 
     t_last = time.perf_counter()
@@ -142,7 +169,9 @@ def main() -> None:
         out = model(x)
         loss = lossf(out, y)
         if a.fault in ("nan_one", "nan_all") and not torch.isfinite(loss):
-            raise FloatingPointError(f"loss is {loss.item()} at step {step}; stopping (check the data and the learning rate)")
+            raise FloatingPointError(
+                f"loss is {loss.item()} at step {step}; stopping (check the data and the learning rate)"
+            )
         opt.zero_grad()
         loss.backward()
         if model is net:
