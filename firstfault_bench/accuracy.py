@@ -17,11 +17,12 @@ from rich.console import Console
 from rich.table import Table
 
 from firstfault.align import align
-from firstfault.discover import BundleError, discover
+from firstfault.discover import discover
 from firstfault.match.registry import Registry, load_registry
 from firstfault.parse.run import parse_bundle
 from firstfault.pipeline import analyze_bundle
 from firstfault.vocab import Event, Role
+from firstfault.vocab.errors import BundleError
 
 
 @dataclass

@@ -78,8 +78,8 @@ def corpus_cases(root: Path) -> list[Path]:
 
 
 def evaluate_case(case: Path) -> CorpusResult:
-    from firstfault.discover import BundleError
     from firstfault.pipeline import analyze
+    from firstfault.vocab.errors import BundleError
 
     label = tomllib.loads((case / "label.toml").read_text(encoding="utf-8"))
     ranks = [int(r) for r in label.get("culprit_ranks", [])]

@@ -42,6 +42,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed import TCPStore  # type: ignore[attr-defined]  # re-exported from torch._C, not in __all__
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
@@ -105,7 +106,7 @@ class FlightRecorderWatchdog(threading.Thread):
         self._dumped = False
         self._stop_event = threading.Event()
         self._t_start = time.time()
-        self._store: dist.TCPStore | None = None
+        self._store: TCPStore | None = None
         self._store_lock = threading.Lock()
         if prefix:
             # Prefer the launcher-hosted rendezvous store: it survives the death of any rank.
@@ -114,7 +115,7 @@ class FlightRecorderWatchdog(threading.Thread):
             )
             host, _, port = endpoint.rpartition(":")
             try:
-                self._store = dist.TCPStore(
+                self._store = TCPStore(
                     host,
                     int(port),
                     is_master=False,
@@ -314,7 +315,8 @@ class ParallelBlock(nn.Module):
         if faults.wants_host_oom(self.plan, self.par.rank, step):
             self._attention_scores(x, seq_len=8192)
         # Straight-through: forward uses the reduced sum, backward the local partial.
-        return x + partial + (reduced - partial).detach()
+        out: torch.Tensor = x + partial + (reduced - partial).detach()
+        return out
 
     def _attention_scores(self, x: torch.Tensor, seq_len: int) -> torch.Tensor:
         """Host-side scores buffer for a long-sequence batch: (batch, heads, seq, seq) fp32 = 64 GiB.
@@ -339,7 +341,8 @@ class TinyModel(nn.Module):
         h = F.gelu(self.embed(x))
         _simulated_kernels(self.plan, self.rank, step)
         h = self.block(h, step)
-        return self.head(h)
+        out: torch.Tensor = self.head(h)
+        return out
 
 
 def _simulated_kernels(plan: FaultPlan, rank: int, step: int) -> None:

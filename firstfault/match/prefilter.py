@@ -53,7 +53,7 @@ class HyperscanFinder:
         out: list[tuple[int, str]] = []
         lits = self._lits
 
-        def on_match(idx: int, frm: int, to: int, flags: int, ctx: object) -> None:
+        def on_match(idx: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
             out.append((to + start, lits[idx]))
 
         self._db.scan(data[start:] if start else data, match_event_handler=on_match, scratch=self._scratch)

@@ -132,7 +132,6 @@ class ParseContext:
 class SourceParser:
     """Default handler: peel launcher prefixes, read ISO/glog times, inherit the time above."""
 
-    extra_literals: ClassVar[tuple[str, ...]] = ()
     inherit_lines: ClassVar[int] = 40
 
     @property

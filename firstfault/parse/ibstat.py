@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from firstfault.discover import COUNTER_FILE as _COUNTER_FILE
 from firstfault.discover import COUNTER_PATH as _COUNTER_PATH
@@ -212,26 +211,6 @@ def parse_counter_dump(text: str) -> dict[tuple[str, int], dict[str, int]]:
         m = _COUNTER_PATH.search(line.strip())
         if m:
             out.setdefault((m["dev"], int(m["port"])), {})[m["name"]] = int(m["value"])
-    return out
-
-
-def read_counters_dir(root: Path) -> dict[tuple[str, int], dict[str, int]]:
-    """A copied sysfs tree (``.../infiniband/<dev>/ports/<p>/counters/<name>``, one integer each)."""
-    out: dict[tuple[str, int], dict[str, int]] = {}
-    try:
-        files = sorted(root.rglob("*"))
-    except OSError:
-        return out
-    for f in files:
-        m = _COUNTER_FILE.search(f.as_posix())
-        if not m or not f.is_file():
-            continue
-        try:
-            raw = f.read_bytes()[:64].decode("ascii", "replace").strip()
-        except OSError:
-            continue
-        if raw.isdigit():
-            out.setdefault((m["dev"], int(m["port"])), {})[m["name"]] = int(raw)
     return out
 
 

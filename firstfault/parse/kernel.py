@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from pathlib import PurePosixPath
 
 from firstfault.discover import SourceFile
@@ -455,13 +455,3 @@ class KernelLogParser(SourceParser):
                 cont = [p[6:].strip() if p.startswith("NVRM: ") else p for p in [*parts[1:], msg.strip()]]
                 return " ".join([parts[0], *cont])
         return msg
-
-
-def monotonic_of(text: str) -> float | None:
-    """Seconds since boot a kernel line carries, if any (for aligners that anchor a log later)."""
-    return parse_line(text).mono
-
-
-def utc_offset(hours: float) -> timezone:
-    """A fixed zone, for tests and callers that know a host's local zone."""
-    return timezone(timedelta(hours=hours))

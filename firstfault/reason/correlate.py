@@ -10,8 +10,6 @@ evidence make a candidate:
   without a traceback), seen in the launcher's failure records;
 * silence: in a hang the culprit is the rank that does *not* report a timeout, or whose
   progress stopped first, or that the flight recorder shows missing from the collective.
-
-The causal graph (networkx) links every error event to the event that explains it.
 """
 
 from __future__ import annotations
@@ -19,8 +17,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-import networkx as nx
 
 from firstfault.match.unrecognised import UNRECOGNISED
 from firstfault.reason.transients import Recovery, demote_recovered
@@ -76,7 +72,6 @@ class Correlation:
     ranks: dict[int, RankView]
     host_events: dict[str, list[Event]]
     candidates: list[Candidate]
-    graph: nx.DiGraph
     errors: list[Event]
     attempts: list[int]
     recoveries: list[Recovery] = field(default_factory=list)
@@ -306,10 +301,7 @@ def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Corre
     ]
     unrecognised = [e for e in events if e.signature == UNRECOGNISED and e.role != Role.NOISE]
     attempts = sorted({e.attempt for e in events if e.attempt is not None})
-    g = nx.DiGraph()
-    for e in errors:
-        g.add_node(e.id)
-    return Correlation(ranks, dict(host_events), candidates, g, errors, attempts, recoveries, unrecognised)
+    return Correlation(ranks, dict(host_events), candidates, errors, attempts, recoveries, unrecognised)
 
 
 def near(host_event: Event, rank_event: Event) -> bool:

@@ -526,7 +526,7 @@ class Engine:
         self.c10(r, t, 2057, T.C_TERMINATED.format(tag=tag, exc=exc) + "\n" + "\n".join(T.CPP_CUDA_CHECK))
         what = T.C_TERMINATED.format(tag=tag, exc=exc)
         self.err(r, t, [T.TERMINATE, *T.WHAT.format(what=what).split("\n"), *list(T.CPP_CUDA_CHECK)])
-        self._fatal_abort(r, t, stuck=True)
+        self._fatal_abort(r, t)
         self.exit(r, t + 0.02, -6, "cuda")
 
     def _current_kind(self, r: int, t: float) -> str | None:
@@ -575,7 +575,7 @@ class Engine:
     def _step_at(self, r: int, t: float) -> int:
         return max(0, int((t - self.t_train - self.jit[r]) // self.S))
 
-    def _fatal_abort(self, r: int, t: float, stuck: bool) -> None:
+    def _fatal_abort(self, r: int, t: float) -> None:
         """faulthandler's SIGABRT report: the main thread's stack, the watchdog thread's none."""
         main = 0x7F00_0000_0000 + (self.out.pid[r] % 0xFFFFF) * 0x1000 + 0x740
         lines = [T.FH_FATAL_ABORT, "", T.FH_THREAD.format(tid=main)]
@@ -627,7 +627,7 @@ class Engine:
         self.c10(r, tt + 0.001, 1899, T.C_TERMINATED.format(tag=tag, exc=exc) + "\n" + "\n".join(T.CPP_NCCL_ERROR))
         what = T.C_TERMINATED.format(tag=tag, exc=exc)
         self.err(r, tt + 0.002, [T.TERMINATE, *T.WHAT.format(what=what).split("\n"), *list(T.CPP_NCCL_ERROR)])
-        self._fatal_abort(r, tt + 0.003, stuck=True)
+        self._fatal_abort(r, tt + 0.003)
         self.exit(r, tt + 0.02, -6, "nccl_remote")
 
     def ev_node_dead(self, t: float, f: Fault) -> None:
@@ -742,7 +742,7 @@ class Engine:
         self.err(
             r, ta + 0.002, [T.TERMINATE, *T.WHAT.format(what=what).split("\n"), *T.CPP_CHECK_TIMEOUT, *T.CPP_WATCHDOG]
         )
-        self._fatal_abort(r, ta + 0.003, stuck=True)
+        self._fatal_abort(r, ta + 0.003)
         self.exit(r, ta + 0.02, -6, "watchdog")
 
     def ev_dump_signal(self, t: float, r: int, src: int) -> None:
