@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
-from firstfault.vocab import Event, Role, TsQuality, settings
+from firstfault.vocab import Event, Role, Severity, TsQuality, settings
 
 
 @dataclass
@@ -257,7 +257,9 @@ def assign_attempts(events: Sequence[Event], starts: dict[int, float]) -> None:
 
 
 def first_failed_attempt(events: Sequence[Event]) -> int | None:
-    atts = [e.attempt for e in events if e.attempt is not None and e.severity == "error" and e.role != Role.NOISE]
+    atts = [
+        e.attempt for e in events if e.attempt is not None and e.severity == Severity.ERROR and e.role != Role.NOISE
+    ]
     return min(atts) if atts else None
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from firstfault.vocab import settings
+from firstfault.vocab import FileKind, settings
 from firstfault.vocab.errors import BundleError
 
 SNIFF = 16 * 1024
@@ -41,7 +41,7 @@ _NODE_DIR = re.compile(
 class SourceFile:
     path: Path
     rel: str
-    kind: str
+    kind: FileKind
     size: int
     rank: int | None = None
     local_rank: int | None = None
@@ -57,7 +57,7 @@ class Bundle:
     warnings: list[str] = field(default_factory=list)
     tempdir: Path | None = None
 
-    def of_kind(self, *kinds: str) -> list[SourceFile]:
+    def of_kind(self, *kinds: FileKind) -> list[SourceFile]:
         return [f for f in self.files if f.kind in kinds]
 
     def close(self) -> None:
@@ -75,9 +75,9 @@ def _is_binary(head: bytes) -> bool:
     return ctrl > len(head[:8192]) * 0.1
 
 
-_KIND_MARKERS: list[tuple[str, tuple[bytes, ...]]] = [
+_KIND_MARKERS: list[tuple[FileKind, tuple[bytes, ...]]] = [
     (
-        "kernel_log",
+        FileKind.KERNEL_LOG,
         (
             b"NVRM: ",
             b"kernel: ",
@@ -93,7 +93,7 @@ _KIND_MARKERS: list[tuple[str, tuple[bytes, ...]]] = [
         ),
     ),
     (
-        "slurm_output",
+        FileKind.SLURM_OUTPUT,
         (
             b"srun: ",
             b"slurmstepd: ",
@@ -111,10 +111,10 @@ _KIND_MARKERS: list[tuple[str, tuple[bytes, ...]]] = [
         ),
     ),
     (
-        "launcher_console",
+        FileKind.LAUNCHER_CONSOLE,
         (b"torch.distributed.elastic", b"torch/distributed/elastic", b"[default0]:", b"torchrun"),
     ),
-    ("nccl_debug", (b" NCCL INFO ", b" NCCL WARN ")),
+    (FileKind.NCCL_DEBUG, (b" NCCL INFO ", b" NCCL WARN ")),
 ]
 
 
@@ -141,34 +141,34 @@ def sniff_ib(text: str) -> str | None:
     return None
 
 
-def sniff_kind(rel: str, head: bytes) -> str:
+def sniff_kind(rel: str, head: bytes) -> FileKind:
     """Classify one file by its path within the bundle and its first bytes."""
     name = rel.rsplit("/", 1)[-1]
     if name == "truth.json":
-        return "truth"
+        return FileKind.TRUTH
     if _ELASTIC_ERR.search(rel):
-        return "elastic_error_json"
+        return FileKind.ELASTIC_ERROR_JSON
     if _ELASTIC.search(rel):
-        return "elastic_rank_log"
+        return FileKind.ELASTIC_RANK_LOG
     looks_fr = head[:1] == b"\x80" or (name.endswith(".json") and b'"entries"' in head and b'"pg_config"' in head)
     if looks_fr and (_FR_NAME.search(name) or "/fr/" in f"/{rel}"):
-        return "fr_dump"
+        return FileKind.FR_DUMP
     if name in {"topology.json"}:
-        return "topology"
+        return FileKind.TOPOLOGY
     if name.endswith(_SCRIPT_SUFFIXES) or head.startswith(b"#!"):
-        return "script"  # the job's batch or launch script: what was asked for, not what happened
+        return FileKind.SCRIPT  # the job's batch or launch script: what was asked for, not what happened
     if COUNTER_FILE.search(rel):
-        return "ib_counter"
+        return FileKind.IB_COUNTER
     if _is_binary(head):
-        return "binary"
+        return FileKind.BINARY
     if _SLURM_OUT.match(name):
-        return "slurm_output"  # sbatch's default --output name
+        return FileKind.SLURM_OUTPUT  # sbatch's default --output name
     for kind, markers in _KIND_MARKERS:
         if any(m in head for m in markers):
             return kind
     if sniff_ib(head[:8192].decode("utf-8", "replace")) is not None:
-        return "ib_state"
-    return "app_log"
+        return FileKind.IB_STATE
+    return FileKind.APP_LOG
 
 
 def _safe_extract(archive: Path, dest: Path) -> list[str]:
@@ -299,7 +299,7 @@ def _source(f: Path, root: Path, rel: str, warnings: list[str]) -> SourceFile:
             head = fh.read(SNIFF)
     except OSError as exc:
         warnings.append(f"{rel}: unreadable ({exc.strerror or exc})")
-        return SourceFile(f, rel, "unreadable", 0)
+        return SourceFile(f, rel, FileKind.UNREADABLE, 0)
     kind = sniff_kind(rel, head)
     sf = SourceFile(f, rel, kind, size)
     m = _ELASTIC.search(rel) or _ELASTIC_ERR.search(rel)
@@ -307,14 +307,14 @@ def _source(f: Path, root: Path, rel: str, warnings: list[str]) -> SourceFile:
         sf.attempt = int(m["attempt"])
         sf.local_rank = int(m["local_rank"])
         sf.stream = m.groupdict().get("stream")
-    if kind == "fr_dump":
+    if kind == FileKind.FR_DUMP:
         fm = _FR_NAME.search(rel.rsplit("/", 1)[-1])
         if fm:
             sf.rank = int(fm["rank"])
     nm = _NODE_DIR.search(rel)
     if nm:
         sf.host = nm["named"] or nm["prefixed"] or nm["node"]
-    if kind == "binary":
+    if kind == FileKind.BINARY:
         warnings.append(f"{rel}: binary data, not a log; skipped")
     elif size == 0:
         warnings.append(f"{rel}: empty file")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from firstfault.align import Offset, align, bound_inherited, correct_clocks, split_attempts
 from firstfault.discover import Bundle, discover
+from firstfault.flightrec.load import gc_paused
 from firstfault.flightrec.stage import FlightRecorderBeside
 from firstfault.match.registry import Registry, load_registry
 from firstfault.parse.run import ParseResult, parse_bundle
@@ -39,8 +40,6 @@ def analyze(path: Path | str, signature_dirs: Sequence[Path] = ()) -> Verdict:
 
 
 def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
-    from firstfault.flightrec.load import gc_paused
-
     fr_beside = FlightRecorderBeside(bundle)  # flight-recorder dumps load beside the log parse
     try:
         with gc_paused():  # hundreds of thousands of acyclic events: no cycles for the GC to find

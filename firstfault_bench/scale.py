@@ -520,7 +520,7 @@ def grep_bundle(files: list[str], pattern: str) -> tuple[float, float]:
 
 def measure(bundle: Path, truth: dict[str, Any], limit_s: float = 0.0) -> dict[str, Any]:
     from firstfault.discover import discover
-    from firstfault.parse.run import TEXT_KINDS
+    from firstfault.vocab import TEXT_KINDS
     from firstfault_bench.speed import _grep_pattern
 
     b = discover(bundle)

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from firstfault.discover import discover
 from firstfault.match.registry import load_registry
-from firstfault.parse.run import TEXT_KINDS
+from firstfault.vocab import TEXT_KINDS
 
 
 @dataclass

@@ -74,6 +74,7 @@ def build_command(
     seed: int,
     steps: int,
     backend: str = "gloo",
+    monitor_interval: float | None = None,
 ) -> list[str]:
     """The exact torchrun command line (recorded verbatim in truth.json)."""
     cmd = [
@@ -95,6 +96,8 @@ def build_command(
         "--tee",
         "3",
     ]
+    if monitor_interval is not None:
+        cmd += ["--monitor-interval", f"{monitor_interval:g}"]
     cmd += [
         "-m",
         "firstfault_sim.workload",
@@ -272,11 +275,15 @@ def simulate_torch(
     seed: int = 0,
     steps: int = 12,
     wall_limit: float = 120.0,
+    monitor_interval: float | None = None,
 ) -> Path:
     """Run one simulated torchrun job with ``fault`` injected and write a bundle to ``out``.
 
     ``timeout`` is the process-group (collective) timeout in seconds; ``wall_limit``
-    bounds the whole torchrun invocation. Returns the bundle directory.
+    bounds the whole torchrun invocation. ``monitor_interval`` is torchrun's own flag (its
+    default, 0.1 s, when None): how long after a worker dies the agent tears the others down. A
+    longer one stands for a multi-host job, where the peers on other hosts keep running (and
+    print their own errors) until their agents hear of the failure. Returns the bundle directory.
     """
     out = Path(out).resolve()
     if fault not in KINDS:
@@ -297,7 +304,7 @@ def simulate_torch(
     fr_prefix = out / "fr" / FR_PREFIX_NAME
     backend = _backend(nproc)
     port = _free_port()
-    cmd = build_command(plan, out / "logs", port, nproc, max_restarts, seed, steps, backend)
+    cmd = build_command(plan, out / "logs", port, nproc, max_restarts, seed, steps, backend, monitor_interval)
     env = _child_env(fr_prefix, port, max_restarts)
     t0 = time.monotonic()
     rc, timed_out = _run_bounded(cmd, env, out / "launcher.log", out, wall_limit)

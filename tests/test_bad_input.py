@@ -7,7 +7,6 @@ import io
 import json
 import os
 import tarfile
-import time
 from pathlib import Path
 
 import pytest
@@ -71,9 +70,7 @@ def test_huge_single_line(tmp_path: Path) -> None:
         for _ in range(50):
             fh.write(chunk)
         fh.write(b"\nRuntimeError: after the huge line\n")
-    t0 = time.perf_counter()
-    v = analyze(tmp_path)
-    assert time.perf_counter() - t0 < 30
+    v = analyze(tmp_path)  # its speed is benchmarked (firstfault bench speed), not timed here
     assert any("longer than" in w for w in v.warnings)
     assert v.root_event is not None and "after the huge line" in v.root_event.text
     assert v.root_event.line == 3

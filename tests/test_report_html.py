@@ -449,12 +449,12 @@ class Opened:
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.on("request", lambda r: self.requests.append(r.url))
         self.page.goto(path.resolve().as_uri())
-        self.wait("window.__ff && window.__ff.ready === true", timeout=30.0)
+        self.wait("window.__ff && window.__ff.ready === true")
 
     def js(self, expr: str) -> Any:
         return self.page.evaluate(expr)
 
-    def wait(self, expr: str, timeout: float = 10.0) -> None:
+    def wait(self, expr: str, timeout: float = 60.0) -> None:
         """Poll ``expr`` from outside: the page's CSP forbids the eval wait_for_function uses."""
         end = time.monotonic() + timeout
         while not self.page.evaluate(f"() => !!({expr})"):

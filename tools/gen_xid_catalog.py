@@ -361,7 +361,7 @@ def rule(xid: int, description: str, immediate: str, investigatory: str) -> Judg
 
 
 def signature_group(j: Judgement) -> str:
-    """Which kernel.toml Xid signature routes this Xid (kept in sync by tests/test_xid_catalog.py)."""
+    """Which kernel.toml Xid signature routes this Xid (kept in sync by tests/test_xid.py)."""
     if j.role == "informational":
         return "info"
     if j.role == "consequence":

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from firstfault.discover import Bundle
+from firstfault.flightrec.analyze import analyze_fr
+from firstfault.flightrec.load import load_dumps
 from firstfault.vocab import FileKind, FRAnalysis
 
 # Below this many dumps the FR stage runs inline: a fork costs more than it saves.
@@ -21,9 +23,6 @@ def flight_recorder_stage(paths: Sequence[str], world: int | None) -> tuple[FRAn
     """Load and analyse FR dumps: (the analysis, warnings)."""
     if not paths:
         return None, []
-    from firstfault.flightrec.analyze import analyze_fr
-    from firstfault.flightrec.load import load_dumps
-
     loaded = load_dumps(list(paths))
     warnings = [f"flight recorder: {w}" for w in loaded.warnings]
     if not loaded.dumps:

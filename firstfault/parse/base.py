@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from firstfault.discover import SourceFile
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
-from firstfault.vocab import TsQuality
+from firstfault.vocab import FileKind, TsQuality
 from firstfault.vocab.identity import ELASTIC_PREFIX, RANK_PREFIX, strip_prefixes
 from firstfault.vocab.topology import Topology
 
@@ -149,7 +149,7 @@ class SourceParser:
         self._prev: tuple[bytes, int, float | None] = (b"", -1, None)
 
     def strip(self, text: str, info: LineInfo) -> str:
-        srun = self.sf.kind in ("slurm_output", "launcher_console", "app_log")
+        srun = self.sf.kind in (FileKind.SLURM_OUTPUT, FileKind.LAUNCHER_CONSOLE, FileKind.APP_LOG)
         text, local_rank, rank = strip_prefixes(text, srun)
         if local_rank is not None:
             info.local_rank = local_rank
@@ -187,7 +187,7 @@ class SourceParser:
         info.host = self.sf.host or self.ctx.default_host
         explicit = self.sf.rank
         text = self.strip(hit.text, info)
-        if info.rank is not None and info.rank != explicit and self.sf.kind == "elastic_rank_log":
+        if info.rank is not None and info.rank != explicit and self.sf.kind == FileKind.ELASTIC_RANK_LOG:
             # torch's "[rank3]:" prefix in a per-rank file names the process's global rank
             self.ctx.dir_rank[_rank_dir(self.sf.rel)] = info.rank
         info.text = text
@@ -217,7 +217,7 @@ class SourceParser:
 PARSERS: dict[str, type[SourceParser]] = {}
 
 
-def register_parser(*kinds: str) -> Callable[[type[SourceParser]], type[SourceParser]]:
+def register_parser(*kinds: FileKind) -> Callable[[type[SourceParser]], type[SourceParser]]:
     def deco(cls: type[SourceParser]) -> type[SourceParser]:
         for k in kinds:
             PARSERS[k] = cls

@@ -15,6 +15,7 @@ from firstfault.parse.base import ParseContext
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.vocab import Event, TsQuality
+from firstfault.vocab.identity import strip_prefixes
 
 _REC_RANK = re.compile(r"^\s*rank\s*: (?P<rank>\d+) \(local_rank: (?P<local_rank>\d+)\)")
 _REC_HOST = re.compile(r"^\s*host\s*: (?P<host>\S+)")
@@ -46,8 +47,6 @@ _FH_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<f
 
 def faulthandler_stack(ev: Event, hit: Hit, ctx: ParseContext) -> None:
     """The frames below a faulthandler dump header: where the thread was when signalled."""
-    from firstfault.vocab.identity import strip_prefixes
-
     frames: list[str] = []
     for raw in hit.after(24):
         line = strip_prefixes(raw)[0]

@@ -29,6 +29,7 @@ from firstfault.discover import COUNTER_FILE as _COUNTER_FILE
 from firstfault.discover import COUNTER_PATH as _COUNTER_PATH
 from firstfault.discover import Bundle, SourceFile
 from firstfault.discover import sniff_ib as sniff  # the format check lives with discovery
+from firstfault.parse.kernel import host_from_path
 from firstfault.vocab import FileKind
 
 MAX_BYTES = 4 * 1024 * 1024
@@ -222,7 +223,6 @@ def parse_text(text: str, source: str = "") -> tuple[list[IBPort], dict[tuple[st
 
 
 def _host_of(sf: SourceFile) -> str | None:
-    from firstfault.parse.kernel import host_from_path
 
     return sf.host or host_from_path(sf.rel)
 
@@ -242,7 +242,6 @@ def _snapshot_order(prefix: str) -> tuple[int, str]:
 
 def _host_from_prefix(prefix: str) -> str | None:
     """Host of a copied sysfs tree from the path above ``infiniband/`` (``node1/sys/class/``)."""
-    from firstfault.parse.kernel import host_from_path
 
     return host_from_path(prefix.rstrip("/") + "/counters") if prefix.strip("/") else None
 

@@ -39,7 +39,7 @@ from firstfault.discover import SourceFile
 from firstfault.parse.base import LineInfo, ParseContext, SourceParser, register_parser
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
-from firstfault.vocab import TsQuality
+from firstfault.vocab import FileKind, TsQuality
 from firstfault.vocab.topology import normalize_pci
 
 HEAD_BYTES = 256 * 1024
@@ -350,7 +350,7 @@ def find_anchor(lines: list[str]) -> tuple[float | None, str, str | None]:
     return boot, how, host
 
 
-@register_parser("kernel_log")
+@register_parser(FileKind.KERNEL_LOG)
 class KernelLogParser(SourceParser):
     """Locate kernel-log lines: wall time (from any clock), host, and the GPU an NVRM line names."""
 

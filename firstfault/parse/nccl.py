@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from firstfault.parse.base import LineInfo, SourceParser, register_parser
 from firstfault.parse.stream import Hit
-from firstfault.vocab import Event
+from firstfault.vocab import Event, FileKind
 from firstfault.vocab.topology import normalize_ip, normalize_pci
 
 # "<host>:<pid>:<tid> [<cudaDev>] " with an optional "[2026-09-09 10:46:33] " in front
@@ -54,7 +54,7 @@ TOPOLOGY_SIGNATURES = frozenset(
 )
 
 
-@register_parser("nccl_debug")
+@register_parser(FileKind.NCCL_DEBUG)
 class NcclDebugParser(SourceParser):
     """NCCL_DEBUG output: host, pid and CUDA device from each line's prefix.
 

@@ -27,12 +27,11 @@ from firstfault.parse.ibstat import HostIB
 from firstfault.parse.stream import Hit, scan
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.parse.topology import learn_topology, load_topology_file
-from firstfault.vocab import Event, RankProgress, TsQuality, settings
+from firstfault.vocab import TEXT_KINDS, Event, FileKind, RankProgress, TsQuality, settings
 from firstfault.vocab.identity import strip_prefixes
 from firstfault.vocab.timefmt import year_of
 from firstfault.vocab.topology import Topology
 
-TEXT_KINDS = ("elastic_rank_log", "launcher_console", "slurm_output", "app_log", "kernel_log", "nccl_debug")
 MAX_TEXT = 2000
 MAX_CONTEXT = 30
 RECENT_MIN_STEPS = 5
@@ -201,7 +200,7 @@ def parse_file(sf: SourceFile, classifier: LineClassifier, ctx: ParseContext, st
     finder = classifier.finder
     # With torchrun's per-rank files present, progress comes from them (they know the attempt);
     # the console's --tee copy would only count every step twice.
-    own_progress = sf.kind == "elastic_rank_log" or not ctx.has_rank_files
+    own_progress = sf.kind == FileKind.ELASTIC_RANK_LOG or not ctx.has_rank_files
     stats: dict[str, int] = {}
     try:
         with open(sf.path, "rb") as fh:
@@ -379,7 +378,7 @@ def _progress(
     if got is None:
         return
     step, ms, named = got
-    if named is not None and sf.kind == "elastic_rank_log" and named != sf.local_rank:
+    if named is not None and sf.kind == FileKind.ELASTIC_RANK_LOG and named != sf.local_rank:
         # "INFO [rank24] step 9 ..." in attempt_0/0/stdout.log: this directory is global rank 24
         ctx.dir_rank.setdefault(sf.rel.rsplit("/", 1)[0], named)
     r = named if named is not None else rank
@@ -432,13 +431,13 @@ def _new_context(bundle: Bundle, topology: Topology | None) -> ParseContext:
     ctx = ParseContext(year_hint=_year_hint(bundle))
     if topology is not None:
         ctx.topology = topology
-    rank_logs = [f for f in bundle.files if f.kind == "elastic_rank_log"]
+    rank_logs = [f for f in bundle.files if f.kind == FileKind.ELASTIC_RANK_LOG]
     ctx.has_rank_files = bool(rank_logs)
     ctx.rank_dirs_local = {f.local_rank for f in rank_logs if f.local_rank is not None}
-    ctx.has_fr_dumps = bool(bundle.of_kind("fr_dump"))
-    ctx.has_error_files = bool(bundle.of_kind("elastic_error_json"))
+    ctx.has_fr_dumps = bool(bundle.of_kind(FileKind.FR_DUMP))
+    ctx.has_error_files = bool(bundle.of_kind(FileKind.ELASTIC_ERROR_JSON))
     ctx.has_launch_output = any(
-        f.kind in ("launcher_console", "elastic_rank_log", "slurm_output") for f in bundle.files
+        f.kind in (FileKind.LAUNCHER_CONSOLE, FileKind.ELASTIC_RANK_LOG, FileKind.SLURM_OUTPUT) for f in bundle.files
     )
     ctx.rank_files = frozenset((f.host, f.local_rank) for f in rank_logs if f.local_rank is not None)
     # At scale the console is one file (one core reads it alone) that repeats every rank's file:
@@ -453,7 +452,7 @@ def _parse_files(
     events: list[Event] = []
     read = nbytes = flagged_total = 0
     for sf in files:
-        if sf.kind == "elastic_error_json":
+        if sf.kind == FileKind.ELASTIC_ERROR_JSON:
             ctx.job_files.add(sf.rel)
             events.extend(_elastic_error_json(sf, classifier, ctx, len(events)))
             read += 1

@@ -35,7 +35,7 @@ from firstfault.discover import SourceFile
 from firstfault.parse.base import LineInfo, ParseContext, SourceParser, register_parser
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
-from firstfault.vocab import TsQuality
+from firstfault.vocab import FileKind, TsQuality
 from firstfault.vocab.identity import ELASTIC_PREFIX
 from firstfault.vocab.topology import Topology
 
@@ -389,7 +389,7 @@ def _sniff(head: str) -> str:
     return "job_output"
 
 
-@register_parser("slurm_output")
+@register_parser(FileKind.SLURM_OUTPUT)
 class SlurmParser(SourceParser):
     """Locates SLURM lines: host from what the line names, rank from ``srun -l`` labels."""
 

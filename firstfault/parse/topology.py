@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from firstfault.discover import Bundle
 from firstfault.parse.nccl import NcclPlacement, placement_from_events
-from firstfault.vocab import Event
+from firstfault.vocab import Event, FileKind
 from firstfault.vocab.topology import Topology, normalize_pci
 
 
@@ -26,7 +26,7 @@ def load_topology_file(bundle: Bundle, warnings: list[str]) -> Topology:
     "hosts": {"gpu-a": {"ips": ["10.0.0.1"]}}}``. Other sources only fill what it leaves out.
     """
     topo = Topology()
-    for sf in bundle.of_kind("topology"):
+    for sf in bundle.of_kind(FileKind.TOPOLOGY):
         try:
             data = json.loads(sf.path.read_text(encoding="utf-8"))
             for row in data.get("ranks", []):

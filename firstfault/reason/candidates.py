@@ -26,7 +26,7 @@ from firstfault.reason.correlate import (
 )
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.straggler import find_slowdown
-from firstfault.vocab import Category, Event, FRKind, RankProgress, Role, settings
+from firstfault.vocab import CandidateKind, Category, Event, FRKind, RankProgress, Role, settings
 from firstfault.vocab.timefmt import iso
 from firstfault.vocab.topology import Topology
 
@@ -94,7 +94,7 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
                 cat = Category.COLLECTIVE_MISMATCH  # it did enter the collective, with other arguments
         ts = p.last_step_ts if p else None
         fr_ev = next((e for e in ev.fr_events if e.rank == r), None)
-        out.append(Candidate("silent", fr_ev, r, None, ts, cat, reasons))
+        out.append(Candidate(CandidateKind.SILENT, fr_ev, r, None, ts, cat, reasons))
 
     def key(c: Candidate) -> tuple[int, int, int, float, int]:
         fr_pos = fr_pos_of.get(c.rank if c.rank is not None else -1, len(fr_list) + 1)
@@ -130,7 +130,7 @@ def _nobody_stands_out(corr: Correlation, victims: set[int], ev: ReasoningInput)
         )
     elif len(seen) >= world:
         reasons.append(f"all {world} ranks timed out: a collective no rank could finish (a mismatch or a fabric stall)")
-    return Candidate("silent", None, None, None, None, Category.HANG, reasons)
+    return Candidate(CandidateKind.SILENT, None, None, None, None, Category.HANG, reasons)
 
 
 def rank_list(ranks: Sequence[int]) -> str:
@@ -188,7 +188,7 @@ def stalled_first(first: Candidate, corr: Correlation, ev: ReasoningInput) -> Ca
     where = where_stopped(v.events if v else [])
     if where:
         reasons.append(where)
-    return Candidate("silent", None, slow.rank, None, slow.last_step_ts + step_s, Category.HANG, reasons)
+    return Candidate(CandidateKind.SILENT, None, slow.rank, None, slow.last_step_ts + step_s, Category.HANG, reasons)
 
 
 def stalled_before_limit(win: Candidate, corr: Correlation, ev: ReasoningInput) -> Candidate | None:
@@ -225,7 +225,7 @@ def stalled_before_limit(win: Candidate, corr: Correlation, ev: ReasoningInput) 
         reasons.append(why)
     else:
         reasons.append("every rank stopped at the same step and nothing in the logs tells which one hung first")
-    return Candidate("stalled", None, culprit, None, last, Category.HANG, reasons)
+    return Candidate(CandidateKind.STALLED, None, culprit, None, last, Category.HANG, reasons)
 
 
 def _odd_rank_out(corr: Correlation, prog: Sequence[RankProgress]) -> tuple[int | None, str | None]:
@@ -261,13 +261,13 @@ def straggler_candidate(ev: ReasoningInput) -> Candidate | None:
     fr_late = [c for c in fr_culprits(ev.fr) if c.kind == FRKind.STRAGGLER]
     if fr_late:
         r = fr_late[0].rank
-        return Candidate("slow", None, r, None, None, Category.STRAGGLER, [fr_late[0].reason])
+        return Candidate(CandidateKind.SLOW, None, r, None, None, Category.STRAGGLER, [fr_late[0].reason])
     slow = find_slowdown(ev.series)
     if slow is None:
         return None
     prog = {p.rank: p for p in ev.progress}
     interval = prog[slow.rank].step_interval_s if slow.rank in prog else None
-    return Candidate("slow", None, slow.rank, None, None, Category.STRAGGLER, [slow.describe(interval)])
+    return Candidate(CandidateKind.SLOW, None, slow.rank, None, None, Category.STRAGGLER, [slow.describe(interval)])
 
 
 def merge_host(cands: list[Candidate], topo: Topology) -> list[Candidate]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from firstfault.reason.correlate import Candidate, Correlation, exit_signal, is_exit_record
-from firstfault.vocab import ChainLink, Event, Role
+from firstfault.vocab import ChainLink, Event, Role, Severity
 
 
 def chain(corr: Correlation, win: Candidate | None, seconds: list[Candidate]) -> tuple[list[ChainLink], float]:
@@ -77,7 +77,7 @@ def later_links(later: Sequence[Event], win: Candidate) -> list[ChainLink]:
     out = []
     root = win.event
     for e in later:
-        if e.role == Role.NOISE or e.severity not in ("error", "warning"):
+        if e.role == Role.NOISE or e.severity not in (Severity.ERROR, Severity.WARNING):
             continue
         if root is not None and e.rank == root.rank and e.signature == root.signature:
             rule = f"the same failure recurred in restart attempt {e.attempt}"

@@ -11,29 +11,29 @@ from collections.abc import Sequence
 
 from firstfault.reason.correlate import Candidate
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
-from firstfault.vocab import settings
+from firstfault.vocab import CandidateKind, TsQuality, settings
 
 _KIND_PHRASE = {
-    "event": "an error event of its own",
-    "exit": "an exit with no error of its own",
-    "silent": "a rank that went silent",
-    "slow": "a slow rank",
-    "unrecognised": "an error line no signature recognises",
-    "common": "a failure every rank shared",
-    "stalled": "a job that stalled long before its time limit",
+    CandidateKind.EVENT: "an error event of its own",
+    CandidateKind.EXIT: "an exit with no error of its own",
+    CandidateKind.SILENT: "a rank that went silent",
+    CandidateKind.SLOW: "a slow rank",
+    CandidateKind.UNRECOGNISED: "an error line no signature recognises",
+    CandidateKind.COMMON: "a failure every rank shared",
+    CandidateKind.STALLED: "a job that stalled long before its time limit",
 }
 
 
 def confidence(win: Candidate, rest: Sequence[Candidate], ev: ReasoningInput) -> tuple[float, list[str]]:
     why: list[str] = []
     base = {
-        "event": 0.8,
-        "exit": 0.7,
-        "silent": 0.55,
-        "slow": 0.6,
-        "unrecognised": 0.35,
-        "common": 0.8,
-        "stalled": 0.6,
+        CandidateKind.EVENT: 0.8,
+        CandidateKind.EXIT: 0.7,
+        CandidateKind.SILENT: 0.55,
+        CandidateKind.SLOW: 0.6,
+        CandidateKind.UNRECOGNISED: 0.35,
+        CandidateKind.COMMON: 0.8,
+        CandidateKind.STALLED: 0.6,
     }.get(win.kind, 0.5)
     score = base
     why.append(f"{base:.2f} for {_KIND_PHRASE.get(win.kind, 'a candidate')}")
@@ -52,7 +52,7 @@ def confidence(win: Candidate, rest: Sequence[Candidate], ev: ReasoningInput) ->
     elif not others:
         score += 0.1
         why.append("+0.10: no competing candidate")
-    if win.event is not None and win.event.ts_quality == "none":
+    if win.event is not None and win.event.ts_quality == TsQuality.NONE:
         score -= 0.2
         why.append("-0.20: the root event has no timestamp")
     fr = fr_culprits(ev.fr)
@@ -64,7 +64,7 @@ def confidence(win: Candidate, rest: Sequence[Candidate], ev: ReasoningInput) ->
         elif win.rank in fr_ranks:
             score += 0.05
             why.append("+0.05: the flight recorder also names this rank")
-        elif win.kind != "event":
+        elif win.kind != CandidateKind.EVENT:
             score -= 0.1
             why.append("-0.10: the flight recorder points elsewhere")
     if win.supporting:

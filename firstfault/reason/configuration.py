@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from firstfault.reason.correlate import Correlation
+from firstfault.reason.correlate import TEARDOWN_SIGNALS, Correlation, exit_signal
 from firstfault.vocab import Category, Event, Layer, Role, settings
 
 _MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
@@ -84,7 +84,6 @@ def common_failure(corr: Correlation, world: int | None) -> CommonFailure | None
 
 def _common_exit(corr: Correlation, world: int | None) -> CommonFailure | None:
     """Every rank died of the same signal (or exit code) with nothing printed: one cause, no culprit."""
-    from firstfault.reason.correlate import TEARDOWN_SIGNALS, exit_signal
 
     exits: dict[int, Event] = {}
     for r, v in corr.ranks.items():
@@ -109,7 +108,6 @@ def _victim_first(v: object) -> bool:
 
 
 def _failed_exit(v: object) -> bool:
-    from firstfault.reason.correlate import TEARDOWN_SIGNALS, exit_signal
 
     return any(exit_signal(e) not in TEARDOWN_SIGNALS for e in getattr(v, "exits", []))
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 from firstfault.match.unrecognised import UNRECOGNISED
 from firstfault.reason.transients import Recovery, demote_recovered
-from firstfault.vocab import Category, Event, Layer, Role, TsQuality, settings
+from firstfault.vocab import CandidateKind, Category, Event, Layer, Role, Severity, TsQuality, settings
+from firstfault.vocab.topology import normalize_pci
 
 # Lower layers explain higher ones: a GPU falling off the bus explains the CUDA error above it.
 LAYER_DEPTH = {
@@ -40,7 +41,7 @@ TEARDOWN_SIGNALS = {"SIGTERM", "SIGINT", "SIGHUP"}
 class Candidate:
     """One independent fault that could be the root."""
 
-    kind: str  # "event", "exit", "silent", "slow"
+    kind: CandidateKind
     event: Event | None
     rank: int | None
     host: str | None
@@ -225,7 +226,7 @@ def _exit_candidate(v: RankView) -> Candidate | None:
         else:
             reason = f"rank {v.rank} exited with code {code} without a traceback"
             cat = Category.APPLICATION_ERROR
-        return Candidate("exit", ex, v.rank, ex.host, ex.ts, cat, [reason])
+        return Candidate(CandidateKind.EXIT, ex, v.rank, ex.host, ex.ts, cat, [reason])
     return None
 
 
@@ -283,13 +284,15 @@ def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Corre
         if roots:
             host_roots[host] = roots
             first = roots[0]
-            candidates.append(Candidate("event", first, None, host or None, first.ts, first.category, [], roots[1:]))
+            candidates.append(
+                Candidate(CandidateKind.EVENT, first, None, host or None, first.ts, first.category, [], roots[1:])
+            )
     for v in ranks.values():
         if v.first_root is not None:
             e = v.first_root
             if v.first_cascade is not None and _earlier(v.first_cascade, e) and not _same_block(v.first_cascade, e):
                 continue  # this rank was a victim first; its later exception follows from that
-            candidates.append(Candidate("event", e, v.rank, e.host, e.ts, e.category))
+            candidates.append(Candidate(CandidateKind.EVENT, e, v.rank, e.host, e.ts, e.category))
         else:
             c = _exit_candidate(v)
             if c is not None:
@@ -297,7 +300,9 @@ def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Corre
     candidates.sort(key=candidate_order)
     arrival_order(candidates)
     errors = [
-        e for e in events if e.role != Role.NOISE and e.severity in ("error", "warning") and e.signature != UNRECOGNISED
+        e
+        for e in events
+        if e.role != Role.NOISE and e.severity in (Severity.ERROR, Severity.WARNING) and e.signature != UNRECOGNISED
     ]
     unrecognised = [e for e in events if e.signature == UNRECOGNISED and e.role != Role.NOISE]
     attempts = sorted({e.attempt for e in events if e.attempt is not None})
@@ -327,8 +332,6 @@ def same_process(host_event: Event, rank_event: Event) -> bool | None:
 def _other_gpu(host_event: Event, rank_event: Event) -> bool:
     if not host_event.gpu or not rank_event.gpu:
         return False
-    from firstfault.vocab.topology import normalize_pci
-
     a, b = normalize_pci(host_event.gpu), normalize_pci(rank_event.gpu)
     return bool(a and b and a != b)
 

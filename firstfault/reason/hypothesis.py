@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from firstfault.reason.correlate import Candidate, Correlation, same_process
 from firstfault.reason.inputs import ReasoningInput
-from firstfault.vocab import Action, Category, Culprit, Event, Hypothesis, Layer, Role
+from firstfault.vocab import Action, CandidateKind, Category, Culprit, Event, Hypothesis, Layer, Role
 from firstfault.vocab.timefmt import iso
 from firstfault.vocab.topology import Topology
 
@@ -72,7 +72,7 @@ def category_for(c: Candidate, corr: Correlation) -> Category:
                 "ended on this rank while its peers were still training (sys.exit or an early return)"
             )
         return Category.APPLICATION_ERROR
-    if c.kind == "exit" and c.host and c.event is not None:
+    if c.kind == CandidateKind.EXIT and c.host and c.event is not None:
         for e in corr.host_events.get(c.host, []):
             if e.category == Category.HOST_OOM and same_process(e, c.event) is not False:
                 return Category.HOST_OOM
@@ -104,18 +104,18 @@ def hypothesis(c: Candidate, corr: Correlation, ev: ReasoningInput) -> Hypothesi
     root = c.event
     if root is not None:
         what = root.text.strip()
-    elif c.kind == "silent" and c.rank is None:
+    elif c.kind == CandidateKind.SILENT and c.rank is None:
         what = "every rank that printed timed out waiting; no rank stands out as the one they waited for"
-    elif c.kind == "silent" and cat == Category.HANG:
+    elif c.kind == CandidateKind.SILENT and cat == Category.HANG:
         timed_out = any(
             v.first_cascade is not None and v.first_cascade.category == Category.HANG for v in corr.ranks.values()
         )
         what = "stopped making progress; " + (
             "its peers timed out waiting for it" if timed_out else "the job was stalled on it before the first error"
         )
-    elif c.kind == "silent":
+    elif c.kind == CandidateKind.SILENT:
         what = "left the job without an error of its own; its peers lost their connections to it"
-    elif c.kind == "stalled":
+    elif c.kind == CandidateKind.STALLED:
         what = c.reasons[0] if c.reasons else "the job stopped making progress"
     else:
         what = "; ".join(c.reasons)
@@ -125,9 +125,9 @@ def hypothesis(c: Candidate, corr: Correlation, ev: ReasoningInput) -> Hypothesi
     where = f"rank {ranks[0]}" if ranks else (f"host {hosts[0]}" if hosts else "unknown location")
     if hosts and ranks:
         where += f" on {hosts[0]}"
-    if c.kind == "common" or (job_level and c.kind != "stalled"):
-        where = "every rank" if c.kind == "common" else "the whole job"
-    elif c.kind == "stalled":
+    if c.kind == CandidateKind.COMMON or (job_level and c.kind != CandidateKind.STALLED):
+        where = "every rank" if c.kind == CandidateKind.COMMON else "the whole job"
+    elif c.kind == CandidateKind.STALLED:
         where = f"rank {c.rank}" if c.rank is not None else "every rank"
     summary = f"{cat.value.replace('_', ' ')} on {where}: {what}"
     reasons = list(c.reasons)

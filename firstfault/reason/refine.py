@@ -14,7 +14,7 @@ from firstfault.reason.configuration import CommonFailure, before_training, pret
 from firstfault.reason.correlate import Candidate, Correlation
 from firstfault.reason.hypothesis import DEFAULT_ACTION
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
-from firstfault.vocab import Category, FRKind, Hypothesis, Layer, TsQuality
+from firstfault.vocab import CandidateKind, Category, FRKind, Hypothesis, Layer, TsQuality
 
 DETAIL_MISMATCH = "torch.collective_mismatch_detail"
 
@@ -27,7 +27,7 @@ def world_size(corr: Correlation, ev: ReasoningInput) -> int | None:
 
 def common_applies(win: Candidate, common: CommonFailure) -> bool:
     """The winner is one copy of the shared failure, or an exit that the shared failure explains."""
-    if win.kind == "exit":
+    if win.kind == CandidateKind.EXIT:
         return True
     if win.event is None:
         return False

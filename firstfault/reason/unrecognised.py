@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from firstfault.reason.correlate import Candidate
-from firstfault.vocab import Event, settings
+from firstfault.vocab import CandidateKind, Category, Event, settings
 
 MAX_LINES_MINED = 20_000  # a bundle with more unrecognised lines is mined on its first ones
 
@@ -102,8 +102,6 @@ def mine_templates(events: Sequence[Event]) -> list[Template]:
 
 def unrecognised_candidates(events: Sequence[Event], limit: int = 5) -> list[Candidate]:
     """Candidates from the unrecognised error lines, one per template, best first."""
-    from firstfault.vocab import Category
-
     out = []
     for t in mine_templates(events)[:limit]:
         e = t.first
@@ -119,7 +117,7 @@ def unrecognised_candidates(events: Sequence[Event], limit: int = 5) -> list[Can
         ]
         rank = e.rank if t.single_place else None
         host = e.host if (t.single_place or len({x.host for x in t.events}) == 1) else None
-        out.append(Candidate("unrecognised", e, rank, host, e.ts, Category.UNKNOWN, reasons))
+        out.append(Candidate(CandidateKind.UNRECOGNISED, e, rank, host, e.ts, Category.UNKNOWN, reasons))
     return out
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from firstfault.vocab import Event, Role, settings
+from firstfault.vocab import Event, Role, Severity, settings
 
 CONTEXT = "context"
 
@@ -83,7 +83,7 @@ def demote_outside(events: Sequence[Event], window: JobWindow, job_files: set[st
 
 
 def _follows(cause: Event, e: Event, named_host: str | None) -> bool:
-    if e is cause or e.role == Role.NOISE or e.severity not in ("error", "warning", "critical"):
+    if e is cause or e.role == Role.NOISE or e.severity not in (Severity.ERROR, Severity.WARNING, Severity.CRITICAL):
         return False
     if (
         cause.ts is not None

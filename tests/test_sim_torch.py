@@ -176,7 +176,7 @@ def _check_common(bundle: Path, fault: str, nproc: int = 4) -> dict[str, object]
             assert (rank_dir / "stdout.log").exists() and (rank_dir / "stderr.log").exists()
     launcher = (bundle / "launcher.log").read_text(errors="replace")
     assert "[default0]:" in launcher  # --tee 3 prefixes worker lines
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60  # a bound, not a timing: the loop ends as soon as they are gone
     while _leftover_workers(bundle) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _leftover_workers(bundle) == []
@@ -252,7 +252,7 @@ def test_wall_limit_kills_everything(tmp_path: Path) -> None:
     truth = json.loads((bundle / "truth.json").read_text())
     assert truth["timed_out"] is True
     assert truth["duration_s"] < 25
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60  # a bound, not a timing: the loop ends as soon as they are gone
     while _leftover_workers(bundle) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _leftover_workers(bundle) == []

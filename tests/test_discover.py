@@ -1,0 +1,70 @@
+"""Unit tests of the discover stage (firstfault/discover.py): what each file is, from its path and
+first bytes, and where it ran (attempt, local rank, host) from the layout launchers write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from firstfault.discover import discover, sniff_kind
+from firstfault.vocab import BundleError, FileKind
+
+
+@pytest.mark.parametrize(
+    ("rel", "head", "kind"),
+    [
+        ("logs/run_x/attempt_0/3/stderr.log", b"", FileKind.ELASTIC_RANK_LOG),
+        ("logs/run_x/attempt_1/0/error.json", b"{}", FileKind.ELASTIC_ERROR_JSON),
+        ("slurm-4242.out", b"hello\n", FileKind.SLURM_OUTPUT),
+        ("job.out", b"srun: error: node01: task 1: Exited with exit code 1\n", FileKind.SLURM_OUTPUT),
+        (
+            "dmesg.txt",
+            b"[  12.3] NVRM: Xid (PCI:0000:b1:00): 79, pid=1, GPU has fallen off the bus.\n",
+            FileKind.KERNEL_LOG,
+        ),
+        ("train.log", b"[default0]:[rank0]: step 1\n", FileKind.LAUNCHER_CONSOLE),
+        ("nccl.txt", b"node1:123:456 [0] NCCL INFO Bootstrap : Using eth0\n", FileKind.NCCL_DEBUG),
+        ("fr/fr_trace_rank_7", b"\x80\x04\x95", FileKind.FR_DUMP),
+        ("run.sbatch", b"#!/bin/bash\n#SBATCH -N 2\n", FileKind.SCRIPT),
+        ("blob.bin", b"\x00\x01\x02\x03" * 100, FileKind.BINARY),
+        ("ibstat.txt", b"CA 'mlx5_0'\n\tCA type: MT4123\n\tPort 1:\n\t\tState: Active\n", FileKind.IB_STATE),
+        ("notes.txt", b"just some text\n", FileKind.APP_LOG),
+    ],
+)
+def test_kind_from_path_and_first_bytes(rel: str, head: bytes, kind: FileKind) -> None:
+    assert sniff_kind(rel, head) == kind
+
+
+def test_layout_gives_attempt_rank_and_host(tmp_path: Path) -> None:
+    d = tmp_path / "hosts" / "gpu-7" / "logs" / "run_x" / "attempt_2" / "1"
+    d.mkdir(parents=True)
+    (d / "stderr.log").write_text("[rank9]: RuntimeError: x\n")
+    (tmp_path / "fr").mkdir()
+    (tmp_path / "fr" / "fr_trace_rank_9").write_bytes(b"\x80\x04\x95")
+    b = discover(tmp_path)
+    by_kind = {f.kind: f for f in b.files}
+    log = by_kind[FileKind.ELASTIC_RANK_LOG]
+    assert (log.attempt, log.local_rank, log.stream, log.host) == (2, 1, "stderr", "gpu-7")
+    assert by_kind[FileKind.FR_DUMP].rank == 9
+
+
+def test_files_come_in_a_stable_order(tmp_path: Path) -> None:
+    for name in ("b.log", "a.log", "c/z.log", "c/a.log"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x\n")
+    assert [f.rel for f in discover(tmp_path).files] == ["a.log", "b.log", "c/a.log", "c/z.log"]
+
+
+def test_a_single_file_is_a_bundle_of_one(tmp_path: Path) -> None:
+    p = tmp_path / "pasted.txt"
+    p.write_text("RuntimeError: boom\n")
+    b = discover(p)
+    assert [f.rel for f in b.files] == ["pasted.txt"]
+
+
+def test_nothing_there_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(BundleError, match="no such file"):
+        discover(tmp_path / "missing")
+    with pytest.raises(BundleError, match="no readable files"):
+        discover(tmp_path)

@@ -1,0 +1,45 @@
+"""Unit tests of parse/progress.py: which lines say training ran, and each rank's step times.
+
+"Training ran" decides whether a failure is a launch/configuration one (before any step) or one
+in training; a false marker would turn a bad config into a mid-run fault, so the non-markers
+matter as much as the markers.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from firstfault.parse.progress import TRAINING_MARKER, match_progress, own_ms
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[rank0]: step 12 loss 2.3412",
+        "iteration      100/  500000 | consumed samples: 3200 | lm loss: 7.012E+00",  # Megatron
+        "Epoch 3: 100%|##########| 250/250 [00:41<00:00,  6.02it/s, loss=0.213]",  # Lightning/tqdm
+        "{'loss': 1.2345, 'grad_norm': 3.1, 'learning_rate': 5e-05, 'epoch': 0.5}",  # HF Trainer
+        "train_loss=nan",
+        "Iter 7/100",
+    ],
+)
+def test_training_markers(line: str) -> None:
+    assert TRAINING_MARKER.search(line), line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "slurmstepd: error: *** STEP 9.0 ON node01 CANCELLED AT 2026-01-01T00:00:00 ***",  # SLURM's step id
+        "usage: train.py [--steps STEPS] [--max-step 5]",  # an option, not progress
+        "torch.distributed.elastic.multiprocessing.api: failed (exitcode: 1)",
+    ],
+)
+def test_not_training_markers(line: str) -> None:
+    assert not TRAINING_MARKER.search(line), line
+
+
+def test_own_compute_time_beats_the_step_time() -> None:
+    assert own_ms("[rank3] step 5 step_ms=120.0 compute_ms=95.5") == 95.5
+    got = match_progress("[rank3] step 5 step_ms=120.0 compute_ms=95.5")
+    assert got == (5, 95.5, 3)

@@ -1,0 +1,77 @@
+"""Unit tests of reason/correlate.py and reason/attribute.py over hand-made events.
+
+The end-to-end tests run real torchrun bundles through every stage; these pin the reasoning
+itself: who is a candidate, what a host fault explains, and what the verdict says.
+"""
+
+from __future__ import annotations
+
+from stage_events import ev
+
+from firstfault.reason.attribute import attribute
+from firstfault.reason.correlate import correlate, host_explains
+from firstfault.reason.inputs import ReasoningInput
+from firstfault.vocab import CandidateKind, Category, Layer, Role, Severity
+
+T0 = 1_764_000_000.0
+
+
+def _job(root_rank: int = 1, world: int = 4) -> list:
+    """One rank raises; every other rank times out in the collective it never joined."""
+    out = [ev("RuntimeError: expert capacity exceeded", rank=root_rank, host="n0", ts=T0)]
+    for r in range(world):
+        if r != root_rank:
+            out.append(
+                ev(
+                    "Watchdog caught collective operation timeout",
+                    rank=r,
+                    host="n0",
+                    ts=T0 + 600 + r * 0.01,
+                    role=Role.CASCADE,
+                    category=Category.HANG,
+                    layer=Layer.FRAMEWORK,
+                )
+            )
+    return out
+
+
+def test_the_rank_that_raised_is_the_only_candidate() -> None:
+    corr = correlate(_job(), known_ranks=range(4))
+    assert [(c.kind, c.rank) for c in corr.candidates] == [(CandidateKind.EVENT, 1)]
+    assert sorted(corr.ranks) == [0, 1, 2, 3]
+
+
+def test_a_victim_that_raises_later_is_not_a_candidate() -> None:
+    events = _job()
+    events.append(ev("RuntimeError: NCCL communicator was aborted", rank=2, host="n0", ts=T0 + 601))
+    corr = correlate(events, known_ranks=range(4))
+    assert [c.rank for c in corr.candidates] == [1]  # rank 2 timed out first: its exception follows
+
+
+def test_the_verdict_names_the_culprit_and_explains_the_timeouts() -> None:
+    v = attribute(correlate(_job(), range(4)), ReasoningInput())
+    assert v.category == Category.APPLICATION_ERROR and v.culprit.ranks == [1]
+    assert v.root_event is not None and "expert capacity" in v.root_event.text
+    assert v.explained_fraction == 1.0
+    cascades = [lk for lk in v.causal_chain if lk.role == Role.CASCADE]
+    assert {lk.event.rank for lk in cascades} == {0, 2, 3}
+    assert 0.0 < v.confidence <= 1.0
+
+
+def test_a_gpu_fault_on_the_culprits_host_just_before_explains_its_error() -> None:
+    xid = ev("NVRM: Xid (PCI:0000:b1:00): 79, GPU has fallen off the bus.", host="n0", ts=T0 - 2)
+    xid.category, xid.layer = Category.GPU_HARDWARE, Layer.DRIVER
+    rank_err = _job()[0]
+    assert host_explains(xid, rank_err)
+    far_before = ev("NVRM: Xid 79", host="n0", ts=T0 - 3600, category=Category.GPU_HARDWARE, layer=Layer.DRIVER)
+    assert not host_explains(far_before, rank_err)
+    other_host = ev("NVRM: Xid 79", host="n9", ts=T0 - 2, category=Category.GPU_HARDWARE, layer=Layer.DRIVER)
+    assert not host_explains(other_host, rank_err)
+    v = attribute(correlate([xid, *_job()], range(4)), ReasoningInput())
+    assert v.category == Category.GPU_HARDWARE and v.culprit.hosts == ["n0"]
+
+
+def test_nothing_wrong_is_said_so_not_guessed() -> None:
+    fine = [ev("step 10 loss 2.1", rank=0, host="n0", ts=T0, role=Role.NOISE, severity=Severity.INFO)]
+    v = attribute(correlate(fine, [0]), ReasoningInput())
+    assert v.root_event is None and v.culprit.ranks == []

@@ -1,0 +1,65 @@
+"""Unit tests of the vocabulary (firstfault/vocab/): one time format, one error family, settings,
+and enums that serialise as the verdict schema's closed sets."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from firstfault.flightrec import DumpLoadError, UnsafePickleError
+from firstfault.vocab import (
+    Action,
+    BundleError,
+    Category,
+    FirstfaultError,
+    InputError,
+    Role,
+    Severity,
+    SignatureError,
+    TsQuality,
+    settings,
+)
+from firstfault.vocab.identity import strip_prefixes
+from firstfault.vocab.timefmt import iso, iso_ns
+
+SCHEMA = json.loads((Path(__file__).parent.parent / "firstfault/schema/verdict.v1.json").read_text())
+
+
+def test_one_time_format_for_seconds_and_nanoseconds() -> None:
+    assert iso(1_764_850_587.015) == "2025-12-04T12:16:27.015Z"
+    assert iso_ns(1_764_850_587_015_000_000) == "2025-12-04T12:16:27.015Z"
+    assert iso(None) == "-" and iso(1e20) == "-"  # out of range prints, never raises
+    assert iso_ns(0) is None and iso_ns(10**30) is None
+
+
+def test_every_deliberate_error_is_a_firstfault_error() -> None:
+    assert BundleError is InputError
+    for exc in (InputError, SignatureError, DumpLoadError, UnsafePickleError):
+        assert issubclass(exc, FirstfaultError), exc
+    assert issubclass(DumpLoadError, InputError)  # a bad dump is bad input: exit 2, one line
+
+
+def test_settings_are_swapped_for_a_block_and_restored() -> None:
+    before = settings.current()
+    tighter = dataclasses.replace(before, reasoning=dataclasses.replace(before.reasoning, max_clock_shift_s=5.0))
+    with settings.use(tighter):
+        assert settings.current().reasoning.max_clock_shift_s == 5.0
+    assert settings.current() is before
+
+
+def test_closed_sets_are_the_published_schemas() -> None:
+    assert {m.value for m in Category} == set(SCHEMA["$defs"]["category"]["enum"])
+    assert {m.value for m in Action} == set(SCHEMA["properties"]["verdict"]["properties"]["action"]["enum"])
+
+
+def test_enums_are_plain_strings_in_json() -> None:
+    assert json.dumps([Role.ROOT, Severity.ERROR, TsQuality.EXACT]) == '["root", "error", "exact"]'
+
+
+def test_rank_prefixes_of_every_launcher_are_stripped() -> None:
+    # (text, local rank, global rank): torch's [rankN]:, torchrun --tee's [defaultN]:, srun -l's "N: "
+    assert strip_prefixes("[rank3]: RuntimeError: x") == ("RuntimeError: x", None, 3)
+    assert strip_prefixes("[default1]:[rank5]: boom") == ("boom", 1, 5)
+    assert strip_prefixes("2: Traceback (most recent call last):") == ("Traceback (most recent call last):", None, 2)
+    assert strip_prefixes("2: x", srun=False) == ("2: x", None, None)
