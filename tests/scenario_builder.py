@@ -581,7 +581,7 @@ class Scenario:
 
 
 def _xid_action(x: int) -> str:
-    from firstfault.xid import lookup
+    from firstfault.match.xid import lookup
 
     return str(lookup(x).event_action)
 

@@ -31,8 +31,8 @@ from scenario_builder import (
     scenarios,
 )
 
+from firstfault.match.xid import lookup
 from firstfault.pipeline import analyze
-from firstfault.xid import lookup
 
 pytestmark = pytest.mark.slow
 

@@ -478,7 +478,8 @@ def test_every_template_names_its_source() -> None:
 
 
 def test_scale_bench_scores_and_draws(tmp_path: Path) -> None:
-    from firstfault_bench.scale import _FONT, Canvas, plan, render_accuracy, run_one, score
+    from firstfault_bench.png import _FONT, Canvas
+    from firstfault_bench.scale import plan, render_accuracy, run_one, score
 
     assert all(len(g) == 35 for g in _FONT.values())
     scen = plan(19, seed=3, sizes=[8, 16])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from firstfault import xid
+from firstfault.match import xid
 from firstfault.match.registry import load_registry
 from firstfault.vocab import Action, Role
 

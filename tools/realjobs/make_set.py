@@ -175,7 +175,7 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
         "duration_s": round(time.time() - t0, 1),
         "command": argv,
         "env": extra.get("env", {}),
-        "generator": "tools/realjobs/make_set.py (independent of firstfault.simulate)",
+        "generator": "tools/realjobs/make_set.py (independent of firstfault_sim)",
     }
     (d / "truth.json").write_text(json.dumps(truth, indent=1))
     return d

@@ -119,7 +119,7 @@ def finish(c: SlurmCluster, case: tuple, rec: JobRecord, t0: float) -> None:
         "slurm_state": state,
         "duration_s": round(time.time() - t0, 1),
         "options": opts,
-        "generator": "tools/realjobs/make_slurm_set.py (independent of firstfault.simulate's workload)",
+        "generator": "tools/realjobs/make_slurm_set.py (independent of firstfault_sim's workload)",
     }
     (rec.bundle / "truth.json").write_text(json.dumps(truth, indent=1))
     print("wrote", rec.bundle, state, flush=True)

@@ -1,6 +1,6 @@
 """An independent little training job for firstfault's development set of real runs.
 
-Why it exists: firstfault's simulator (``firstfault.simulate``) is what the tool was tuned on;
+Why it exists: firstfault's simulator (``firstfault_sim``) is what the tool was tuned on;
 accuracy that counts is on output it was not built from. This job is written separately, in a
 different style (DDP, its own logging format, a real DataLoader with workers), and fails in the
 ways real jobs fail: configuration errors before the first step, a silent SIGKILL, a gloo size

@@ -1,10 +1,12 @@
 """NVIDIA Xid numbers as data: NVIDIA's meaning plus firstfault's judgement for a training job.
 
-The kernel signature for ``NVRM: Xid`` lines carries the number as ``fields["xid"]``; attribution
-calls :func:`lookup` to learn whether that Xid can be a root cause (Xid 45 never is: it is the
-driver cleaning up after another fault), which layer it belongs to (an Xid 13 or 31 points at the
-application, an Xid 79 at the hardware) and what to do with the job. The table is generated from
-NVIDIA's catalog by ``tools/gen_xid_catalog.py`` and shipped in the package
+It lives with matching because it is what the kernel signatures are made from: the ``NVRM: Xid``
+signatures of ``signatures/kernel.toml`` are split into groups by this judgement (whether an Xid
+can be a root cause: Xid 45 never is, it is the driver cleaning up after another fault; which
+layer it belongs to: an Xid 13 or 31 points at the application, an Xid 79 at the hardware; and
+what to do with the job), ``tools/gen_xid_catalog.py`` writes those groups, and ``tests/test_xid.py``
+checks every Xid lands in its group. Attribution reads the matched event and never this table.
+The table is generated from NVIDIA's catalog and shipped in the package
 (``firstfault/data/xid_catalog.toml``), loaded once on first use.
 """
 
@@ -23,7 +25,7 @@ class XidInfo:
     """One Xid: NVIDIA's facts and firstfault's judgement.
 
     ``role`` is ``root``, ``consequence`` or ``informational``; :attr:`event_role` maps it onto
-    the shared :class:`~firstfault.records.Role` vocabulary. ``known`` is False for a number the
+    the shared :class:`~firstfault.vocab.Role` vocabulary. ``known`` is False for a number the
     catalog does not list (a newer driver); such an Xid gets a conservative judgement.
     """
 
