@@ -75,3 +75,50 @@ def test_nothing_wrong_is_said_so_not_guessed() -> None:
     fine = [ev("step 10 loss 2.1", rank=0, host="n0", ts=T0, role=Role.NOISE, severity=Severity.INFO)]
     v = attribute(correlate(fine, [0]), ReasoningInput())
     assert v.root_event is None and v.culprit.ranks == []
+
+
+def _exit(rank: int, code: str, sig: str | None = None) -> object:
+    e = ev(f"  exitcode  : {code} (pid: {100 + rank})", rank=rank, ts=T0 + 10, role=Role.TEARDOWN)
+    e.signature, e.layer, e.category = "torchelastic.failure_record", Layer.LAUNCHER, Category.PROCESS_CRASH
+    e.fields["exitcode"] = code
+    if sig:
+        e.fields["signame"] = sig
+    return e
+
+
+def test_identical_rankless_copies_are_several_processes() -> None:
+    """Three ranks print one version check to a console without prefixes; torchrun reports the one
+    that exited first, and tears the other two down: the copies are three processes', not one's."""
+    from firstfault.reason.configuration import common_failure
+    from firstfault.reason.correlate import place_rankless
+
+    msg = "RuntimeError: this training recipe requires torch>=3.1, but found torch==2.13.0+cpu"
+    copies = [ev(msg, ts=T0 + i * 0.01, source="console.log", line=10 * i) for i in range(3)]
+    events = [*copies, _exit(1, "1"), _exit(0, "-15", "SIGTERM"), _exit(2, "-15", "SIGTERM")]
+    assert place_rankless(events) == 1
+    assert [e.rank for e in copies] == [1, None, None]
+    common = common_failure(correlate(events, range(3)), world=3)
+    assert common is not None and common.copies == 3
+
+
+def test_victims_naming_a_rank_beat_bare_exits() -> None:
+    """Store waits time out on rank 5's key; the waiting ranks' lines carry no prefix, so all that is
+    placed of them is their exit codes. Rank 5, named by the victims, is the culprit."""
+    waits = [
+        ev(
+            "torch.distributed.DistStoreError: wait timeout after 10000ms, keys: /default_pg/0//cpu//0/5",
+            ts=T0 + i * 0.01,
+            source="console.log",
+            line=20 * i,
+            role=Role.CASCADE,
+            category=Category.HANG,
+            layer=Layer.FRAMEWORK,
+        )
+        for i in range(5)
+    ]
+    for w in waits:
+        w.fields["awaited_rank"] = "5"
+    events = [*waits, *(_exit(r, "1") for r in range(5)), _exit(5, "-15", "SIGTERM")]
+    v = attribute(correlate(events, range(6)), ReasoningInput())
+    assert v.category == Category.HANG and v.culprit.ranks == [5]
+    assert any("name rank 5 as the rank they waited for" in r for r in v.reasons)

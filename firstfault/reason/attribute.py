@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from firstfault.reason.candidates import (
     is_weak,
     merge_host,
+    named_by_victims,
     silent_candidates,
     stalled_before_limit,
     stalled_first,
@@ -115,6 +116,7 @@ def candidates(corr: Correlation, inp: ReasoningInput) -> list[Candidate]:
     cands = merge_host(strong, inp.topology)
     cands = date_lost_hosts(cands, corr, inp.progress, inp.topology)  # also absorbs peer errors
     cands.sort(key=candidate_order)
+    cands = named_by_victims(cands, corr, inp) + cands
     if cands:
         stalled = stalled_first(cands[0], corr, inp)
         if stalled is not None:

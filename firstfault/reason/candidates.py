@@ -49,7 +49,7 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
         fr_pos_of.setdefault(c.rank, i)
     quiet = [r for r, v in corr.ranks.items() if v.first_cascade is None and v.first_root is None]
     # victims that name whom they wait for (a store key, a monitored barrier) point at the culprit
-    awaited = awaited_ranks(e for v in corr.ranks.values() for e in v.events if e.role == Role.CASCADE)
+    awaited = awaited_ranks(e for e in corr.errors if e.role == Role.CASCADE)  # rank-less ones too
     quiet += [r for r in sorted(awaited) if r not in quiet and r not in victims]
     # no quiet rank: every rank that printed was a victim; only positive evidence names one of them
     pool = quiet or _behind_or_named(corr, prog, fr_pos_of)
@@ -104,6 +104,41 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
         return (fr_pos, named, step, c.ts if c.ts is not None else float("inf"), c.rank or 0)
 
     out.sort(key=key)
+    return out
+
+
+def named_by_victims(cands: Sequence[Candidate], corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
+    """The rank the victims name, when every other candidate is a bare exit.
+
+    A store wait that timed out on a key ending in a rank, or a monitored barrier naming the rank
+    that never arrived, is the victims' own account of whom they waited for. A console without
+    rank prefixes cannot say which rank printed each such line, so the ranks that printed them
+    are left with bare exit codes ("exitcode 1", no error of their own); those exits are the
+    victims giving up, and the named rank, which did not fail on its own, is the culprit.
+    """
+    if not cands or any(c.kind != CandidateKind.EXIT for c in cands):
+        return []
+    awaited = awaited_ranks(e for e in corr.errors if e.role == Role.CASCADE)
+    exiting = {c.rank for c in cands}
+    named = [
+        r for r, _ in awaited.most_common() if r not in exiting and (r not in corr.ranks or not corr.ranks[r].roots)
+    ]
+    prog = {p.rank: p for p in ev.progress}
+    out = []
+    for r in named:
+        p = prog.get(r)
+        reasons = [
+            f"{awaited[r]} waiting rank(s) name rank {r} as the rank they waited for, and the ranks that "
+            f"exited ({rank_list(sorted(x for x in exiting if x is not None))}) left no error of their own"
+        ]
+        if p and p.last_step is not None:
+            reasons.append(f"its last progress was step {p.last_step} at {iso(p.last_step_ts)}")
+        where = where_stopped(corr.ranks[r].events) if r in corr.ranks else None
+        if where:
+            reasons.append(where)
+        out.append(
+            Candidate(CandidateKind.SILENT, None, r, None, p.last_step_ts if p else None, Category.HANG, reasons)
+        )
     return out
 
 

@@ -14,7 +14,7 @@ evidence make a candidate:
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -259,12 +259,23 @@ def place_rankless(events: Sequence[Event]) -> int | None:
     ((rank, record),) = failed.items()
     if exit_signal(record) == "SIGKILL":
         return None  # killed outright: it printed nothing, the rank-less lines are someone else's
+    # Identical copies in a console without prefixes are several processes printing one message
+    # (align keeps them apart for that reason): the failed rank owns one; the others stay rank-less,
+    # printed by ranks torn down before they could exit on their own, as long as there were
+    # that many processes to print them.
+    printers = len({e.rank for e in events if e.rank is not None and is_exit_record(e)})
+    copies = Counter((e.signature, e.text.strip()) for e in events if e.rank is None and e.layer in _PROCESS_LAYERS)
+    owned: set[tuple[str, str]] = set()
     placed = 0
     for e in events:
         if e.rank is not None or e.layer not in _PROCESS_LAYERS or e.role == Role.NOISE or is_exit_record(e):
             continue
         if e.role == Role.TEARDOWN or (record.ts is not None and e.ts is not None and e.ts > record.ts + 1.0):
             continue
+        key = (e.signature, e.text.strip())
+        if key in owned and 1 < copies[key] <= printers:
+            continue
+        owned.add(key)
         e.rank = rank
         e.fields["rank_from"] = "the only rank torchrun reports failing on its own"
         placed += 1

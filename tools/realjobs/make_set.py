@@ -92,7 +92,7 @@ CASES_2: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("b_segfault_r5_6r", "segfault", 5, 8, "process_crash", [5], "restart", {"nproc": 6, "style": "print"}),
     ("b_exit_r2_3r", "exit", 2, 5, "application_error", [2], "stop", {"nproc": 3}),
     ("b_import_2r", "import", 0, 0, "configuration", [], "stop", {"nproc": 2}),
-    ("b_divisible_6r", "divisible", 0, 0, "configuration", [], "stop", {"nproc": 6, "style": "print"}),
+    ("b_divisible_4r", "divisible", 0, 0, "configuration", [], "stop", {"nproc": 4, "style": "print"}),  # 4 % 3 != 0
     (
         "b_dl_worker_kill_r0_2r",
         "dl_worker_kill",
