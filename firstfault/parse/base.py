@@ -99,6 +99,7 @@ class ParseContext:
     has_fr_dumps: bool = False
     has_error_files: bool = False
     has_launch_output: bool = False  # a launcher console, srun output or per-rank files: the job from its start
+    has_job_output_kind: bool = False  # a file sniffed as a launcher's, srun's or NCCL's output
     # (host, local rank) of every torchrun per-rank log; with ``skip_tee_copies`` a console's
     # "[defaultN]:" line of such a rank is a --tee copy and is not parsed twice
     rank_files: frozenset[tuple[str | None, int]] = frozenset()

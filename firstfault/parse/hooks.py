@@ -7,7 +7,9 @@ the event's fields. Hooks stay few and generic; the wording they match is still 
 
 from __future__ import annotations
 
+import contextlib
 import re
+import signal
 import sys
 from collections.abc import Callable
 
@@ -61,6 +63,20 @@ def faulthandler_stack(ev: Event, hit: Hit, ctx: ParseContext) -> None:
         ev.fields["top_frame"] = frames[0]
 
 
+def signal_exit(ev: Event, hit: Hit, ctx: ParseContext) -> None:
+    """A launcher's "exited on signal N": the exit record of a process killed by signal N.
+
+    Written as torchrun writes a signal death (``exitcode = -N``, ``signame = SIGxxx``), so every
+    stage reads one kind of exit record whichever launcher printed it.
+    """
+    num = ev.fields.get("signum", "")
+    if not num.isdigit() or "exitcode" in ev.fields:
+        return
+    ev.fields["exitcode"] = f"-{num}"
+    with contextlib.suppress(ValueError):
+        ev.fields["signame"] = signal.Signals(int(num)).name
+
+
 def _local_rank_field(ev: Event, hit: Hit, ctx: ParseContext) -> None:
     if ev.rank is None and "local_rank" in ev.fields:
         ev.local_rank = int(ev.fields["local_rank"])
@@ -70,6 +86,7 @@ def _local_rank_field(ev: Event, hit: Hit, ctx: ParseContext) -> None:
 HOOKS: dict[str, Callable[[Event, Hit, ParseContext], None]] = {
     "torchelastic_failure_record": torchelastic_failure_record,
     "faulthandler_stack": faulthandler_stack,
+    "signal_exit": signal_exit,
 }
 
 

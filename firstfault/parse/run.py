@@ -76,6 +76,7 @@ class ParseResult:
             or self.ctx.has_fr_dumps
             or self.ctx.has_rank_files
             or self.ctx.has_error_files
+            or self.ctx.has_job_output_kind
         )
 
     def launched(self) -> bool:
@@ -230,7 +231,7 @@ def parse_file(sf: SourceFile, classifier: LineClassifier, ctx: ParseContext, st
                     ts=info.ts,
                     ts_quality=info.ts_quality,
                     host=info.host,
-                    rank=info.rank,
+                    rank=info.rank if info.rank is not None else _int_field(fields, "rank"),
                     local_rank=info.local_rank,
                     gpu=info.gpu or fields.get("gpu"),
                     pid=int(fields["pid"]) if fields.get("pid", "").isdigit() else info.pid,
@@ -247,6 +248,12 @@ def parse_file(sf: SourceFile, classifier: LineClassifier, ctx: ParseContext, st
         ctx.warn(f"{sf.rel}: read failed ({exc.strerror or exc}); partial result")
     parser.finish()
     return events, flagged
+
+
+def _int_field(fields: dict[str, str], name: str) -> int | None:
+    """A signature's named group that places the event (``rank``), when the line's prefix did not."""
+    v = fields.get(name, "")
+    return int(v) if v.isdigit() and len(v) < 9 else None
 
 
 PROGRESS_TAIL = 16 * 1024  # ~120 progress lines: the last step and the recent step times
@@ -438,6 +445,11 @@ def _new_context(bundle: Bundle, topology: Topology | None) -> ParseContext:
     ctx.has_error_files = bool(bundle.of_kind(FileKind.ELASTIC_ERROR_JSON))
     ctx.has_launch_output = any(
         f.kind in (FileKind.LAUNCHER_CONSOLE, FileKind.ELASTIC_RANK_LOG, FileKind.SLURM_OUTPUT) for f in bundle.files
+    )
+    # a file sniffed as a launcher's, srun's or NCCL's output is a job's log even when no line of it
+    # is one a signature knows (a paste of NCCL INFO lines, a slurm-N.out of the job's own prints)
+    ctx.has_job_output_kind = any(
+        f.kind in (FileKind.LAUNCHER_CONSOLE, FileKind.SLURM_OUTPUT, FileKind.NCCL_DEBUG) for f in bundle.files
     )
     ctx.rank_files = frozenset((f.host, f.local_rank) for f in rank_logs if f.local_rank is not None)
     # At scale the console is one file (one core reads it alone) that repeats every rank's file:
