@@ -95,6 +95,7 @@ def _analyze_bundle(bundle: Bundle, registry: Registry, fr_beside: FlightRecorde
         ib=pr.ib,
         inputs=_inputs(bundle, pr, offsets, window.describe()),
         context=context,
+        kernel_logs=bool(bundle.of_kind(FileKind.KERNEL_LOG)),
     )
     verdict = attribute(corr, inp, warnings, later=later)
     stats = {

@@ -45,9 +45,10 @@ KINDS: dict[str, FaultKind] = {
         ),
         FaultKind(
             "sigkill",
-            "process_crash",
-            "restart",
-            "rank sends itself SIGKILL (what the kernel OOM killer or an operator does)",
+            "host_oom",
+            "stop",
+            "rank sends itself SIGKILL, as the kernel OOM killer does; with no kernel log in the bundle the "
+            "expected reading is a suspected OOM kill",
         ),
         FaultKind(
             "segfault",

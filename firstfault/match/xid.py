@@ -5,7 +5,8 @@ signatures of ``signatures/kernel.toml`` are split into groups by this judgement
 can be a root cause: Xid 45 never is, it is the driver cleaning up after another fault; which
 layer it belongs to: an Xid 13 or 31 points at the application, an Xid 79 at the hardware; and
 what to do with the job), ``tools/gen_xid_catalog.py`` writes those groups, and ``tests/test_xid.py``
-checks every Xid lands in its group. Attribution reads the matched event and never this table.
+checks every Xid lands in its group. Attribution reads the matched event; it consults this table
+only when a consequence names an Xid whose own line is missing ("caused by previous Xid 149").
 The table is generated from NVIDIA's catalog and shipped in the package
 (``firstfault/data/xid_catalog.toml``), loaded once on first use.
 """

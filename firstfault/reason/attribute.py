@@ -17,6 +17,7 @@ from firstfault.reason.candidates import (
     is_weak,
     merge_host,
     named_by_victims,
+    named_cause_candidates,
     silent_candidates,
     stalled_before_limit,
     stalled_first,
@@ -121,6 +122,8 @@ def candidates(corr: Correlation, inp: ReasoningInput) -> list[Candidate]:
         stalled = stalled_first(cands[0], corr, inp)
         if stalled is not None:
             cands.insert(0, stalled)
+    if not cands:
+        cands = named_cause_candidates(corr)
     if not cands:
         cands = silent_candidates(corr, inp)
     if not cands:

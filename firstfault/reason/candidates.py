@@ -11,9 +11,11 @@ faults on the same host.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from statistics import median
 
+from firstfault.match.xid import lookup
 from firstfault.reason.causality import awaited_ranks
 from firstfault.reason.correlate import (
     Candidate,
@@ -139,6 +141,34 @@ def named_by_victims(cands: Sequence[Candidate], corr: Correlation, ev: Reasonin
         out.append(
             Candidate(CandidateKind.SILENT, None, r, None, p.last_step_ts if p else None, Category.HANG, reasons)
         )
+    return out
+
+
+_PREVIOUS_XID = re.compile(r"caused by previous Xid (?P<xid>\d{1,4})\b")
+
+
+def named_cause_candidates(corr: Correlation) -> list[Candidate]:
+    """An Xid that says which earlier Xid caused it stands for that Xid when its line is missing.
+
+    The driver reports Xid 45 (preemptive cleanup) *because of* another fault, and newer drivers
+    name it: "Ch 00000001 caused by previous Xid 149". A kernel log cut before the cause (a paste,
+    a rotated log) still says what the cause was; the catalog's judgement of the named Xid gives
+    its category and action. The consequence line is the evidence, its cause the fault.
+    """
+    out: list[Candidate] = []
+    for e in [*(x for evs in corr.host_events.values() for x in evs), *corr.errors]:
+        m = _PREVIOUS_XID.search(e.fields.get("detail", "")) if e.role == Role.CASCADE else None
+        if m is None or any(c.event is e for c in out):
+            continue
+        cause = lookup(m["xid"])
+        if cause.role == "consequence":
+            continue
+        reasons = [
+            f"the driver says this Xid {e.fields.get('xid', '?')} was caused by a previous Xid {cause.xid} "
+            f"({cause.mnemonic or 'not in the catalog'}), whose own line is not in the bundle"
+        ]
+        out.append(Candidate(CandidateKind.EVENT, e, e.rank, e.host, e.ts, Category(cause.category), reasons))
+    out.sort(key=candidate_order)
     return out
 
 

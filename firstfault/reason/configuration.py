@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from firstfault.reason.correlate import TEARDOWN_SIGNALS, Correlation, exit_signal
 from firstfault.vocab import Category, Event, Layer, Role, settings
 
-_MASK = re.compile(r"0x[0-9a-fA-F]+|\d+")
+_MASK = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _PROCESS_LAYERS = (Layer.APPLICATION, Layer.FRAMEWORK)
 # What a failure before training becomes: the set-up is wrong, not the training code path
 PRETRAIN_CATEGORIES = (Category.APPLICATION_ERROR, Category.UNKNOWN)

@@ -7,7 +7,7 @@ the signature's, else the category's default (:data:`DEFAULT_ACTION`).
 
 from __future__ import annotations
 
-from firstfault.reason.correlate import Candidate, Correlation, same_process
+from firstfault.reason.correlate import Candidate, Correlation, exit_signal, same_process
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.vocab import Action, CandidateKind, Category, Culprit, Event, Hypothesis, Layer, Role
 from firstfault.vocab.timefmt import iso
@@ -63,7 +63,7 @@ def exited_early(c: Candidate, corr: Correlation) -> bool:
     )
 
 
-def category_for(c: Candidate, corr: Correlation) -> Category:
+def category_for(c: Candidate, corr: Correlation, kernel_logs: bool = False) -> Category:
     """Refine a candidate's category with what else its host says (OOM kill explains -9)."""
     if exited_early(c, corr):
         if not any("shutting down" in r for r in c.reasons):
@@ -76,11 +76,33 @@ def category_for(c: Candidate, corr: Correlation) -> Category:
         for e in corr.host_events.get(c.host, []):
             if e.category == Category.HOST_OOM and same_process(e, c.event) is not False:
                 return Category.HOST_OOM
+    if c.kind == CandidateKind.EXIT and c.event is not None and exit_signal(c.event) == "SIGKILL":
+        return _sigkill_reading(c, kernel_logs)
     return c.category
 
 
+def _sigkill_reading(c: Candidate, kernel_logs: bool) -> Category:
+    """A SIGKILL with no error of its own: who sends one to a training process?
+
+    The launcher tears its workers down with SIGTERM and the scheduler with SIGTERM first; a bare
+    SIGKILL is, overwhelmingly, the kernel's OOM killer (the node out of memory, or a cgroup or
+    container limit). With no kernel log in the bundle that is the reading, said as a suspicion
+    with what would confirm it; with kernel logs that show no OOM kill (the kill above would have
+    been found), something else sent it: a crash of the process, not its memory.
+    """
+    if kernel_logs:
+        c.reasons.append("it was killed by SIGKILL with no error of its own, and the kernel log shows no OOM kill")
+        return c.category
+    c.reasons.append(
+        "it was killed by SIGKILL with no error of its own: the kernel's OOM killer (the node out of memory, "
+        "or a cgroup or container memory limit) is what usually sends it; the bundle has no kernel log to "
+        "confirm (add dmesg or journalctl -k of that node)"
+    )
+    return Category.HOST_OOM
+
+
 def hypothesis(c: Candidate, corr: Correlation, ev: ReasoningInput) -> Hypothesis:
-    cat = category_for(c, corr)
+    cat = category_for(c, corr, ev.kernel_logs)
     ranks: list[int] = [c.rank] if c.rank is not None else []
     ranks += sorted(
         {

@@ -34,6 +34,7 @@ class ReasoningInput:
     ib: dict[str, HostIB] = field(default_factory=dict)  # InfiniBand port state per host
     inputs: dict[str, Any] = field(default_factory=dict)  # what the bundle held (for the verdict)
     context: list[Event] = field(default_factory=list)  # host evidence outside the job window, or benign
+    kernel_logs: bool = False  # the bundle holds a kernel log: an OOM kill would show in it
 
 
 def fr_culprits(fr: FRAnalysis | None) -> list[FRCulprit]:
