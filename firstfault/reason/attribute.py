@@ -18,6 +18,7 @@ from firstfault.reason.candidates import (
     merge_host,
     named_by_victims,
     named_cause_candidates,
+    rankless_exit_candidates,
     silent_candidates,
     stalled_before_limit,
     stalled_first,
@@ -126,6 +127,8 @@ def candidates(corr: Correlation, inp: ReasoningInput) -> list[Candidate]:
         cands = named_cause_candidates(corr)
     if not cands:
         cands = silent_candidates(corr, inp)
+    if not cands:
+        cands = rankless_exit_candidates(corr)
     if not cands:
         cands = unrecognised_candidates(corr.unrecognised)
     if not cands:

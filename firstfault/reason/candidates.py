@@ -18,13 +18,16 @@ from statistics import median
 from firstfault.match.xid import lookup
 from firstfault.reason.causality import awaited_ranks
 from firstfault.reason.correlate import (
+    TEARDOWN_SIGNALS,
     Candidate,
     Correlation,
     RankView,
     arrival_order,
     candidate_order,
     corroborates,
+    exit_signal,
     host_explains,
+    is_exit_record,
 )
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.straggler import find_slowdown
@@ -170,6 +173,30 @@ def named_cause_candidates(corr: Correlation) -> list[Candidate]:
         out.append(Candidate(CandidateKind.EVENT, e, e.rank, e.host, e.ts, Category(cause.category), reasons))
     out.sort(key=candidate_order)
     return out
+
+
+def rankless_exit_candidates(corr: Correlation) -> list[Candidate]:
+    """A launcher's word that a process it ran died, when no line says which rank it was.
+
+    DeepSpeed's launcher ("exits with return code = -9"), mpirun without a rank, a pasted
+    fragment: the exit is still the job's failure, and its code or signal says what kind. Only
+    when nothing else is a candidate: a rank's own error always says more.
+    """
+    out = []
+    for e in corr.host_events.get("", []):
+        if not is_exit_record(e) or exit_signal(e) in TEARDOWN_SIGNALS or e.fields.get("exitcode") in ("0", None):
+            continue
+        sig = exit_signal(e)
+        code = e.fields.get("exitcode", "?")
+        if sig:
+            reason = f"a process of the job was killed by {sig} (exit code {code}); no line says which rank it was"
+            cat = Category.PROCESS_CRASH
+        else:
+            reason = f"a process of the job exited with code {code}; no line says which rank it was"
+            cat = Category.APPLICATION_ERROR
+        out.append(Candidate(CandidateKind.EXIT, e, None, e.host, e.ts, cat, [reason]))
+    out.sort(key=candidate_order)
+    return out[:1]
 
 
 def _behind_or_named(corr: Correlation, prog: dict[int, RankProgress], fr_pos_of: dict[int, int]) -> list[int]:
