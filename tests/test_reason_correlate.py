@@ -122,3 +122,58 @@ def test_victims_naming_a_rank_beat_bare_exits() -> None:
     v = attribute(correlate(events, range(6)), ReasoningInput())
     assert v.category == Category.HANG and v.culprit.ranks == [5]
     assert any("name rank 5 as the rank they waited for" in r for r in v.reasons)
+
+
+def _watchdog(rank: int, seq: int, numel: int) -> object:
+    e = ev(
+        f"[Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
+        f"NumelIn={numel}, NumelOut={numel}, Timeout(ms)=600000) ran for 600010 milliseconds before timing out.",
+        rank=rank,
+        ts=T0 + 600 + rank * 0.01,
+        role=Role.CASCADE,
+        category=Category.HANG,
+        layer=Layer.FRAMEWORK,
+        signature="nccl.watchdog_timeout",
+    )
+    e.fields.update(seq=str(seq), op_type="ALLREDUCE", numel_in=str(numel))
+    return e
+
+
+def test_the_rank_whose_watchdog_names_another_collective_is_the_odd_one() -> None:
+    """Every rank timed out, but rank 0 in all-reduce #959 and the rest in #963: rank 0 diverged."""
+    events = [_watchdog(0, 959, 544997376), *(_watchdog(r, 963, 2560) for r in (1, 2, 3, 4))]
+    v = attribute(correlate(events, range(5)), ReasoningInput())
+    assert v.category == Category.COLLECTIVE_MISMATCH and v.culprit.ranks == [0]
+
+
+def test_two_ranks_disagreeing_name_nobody() -> None:
+    from firstfault.reason.causality import odd_collective
+
+    assert odd_collective([_watchdog(0, 5, 10), _watchdog(1, 6, 10)]) is None
+    assert odd_collective([_watchdog(r, 7, 10) for r in range(4)]) is None  # all in one collective
+
+
+def test_a_consequence_xid_stands_for_the_cause_it_names() -> None:
+    x = ev(
+        "NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149",
+        host="n1",
+        role=Role.CASCADE,
+        category=Category.GPU_HARDWARE,
+        layer=Layer.DRIVER,
+        severity=Severity.WARNING,
+        signature="kernel.xid.consequence",
+    )
+    x.fields.update(xid="45", detail="Ch 00000001 caused by previous Xid 149")
+    v = attribute(correlate([x], []), ReasoningInput())
+    assert v.category == Category.GPU_HARDWARE
+    assert any("caused by a previous Xid 149" in r for r in v.reasons)
+
+
+def test_a_launchers_rankless_sigkill_is_a_suspected_oom() -> None:
+    e = ev("[ERROR] [launch.py:325:sigkill_handler] exits with return code = -9", role=Role.TEARDOWN, source="x.log")
+    e.fields["exitcode"] = "-9"
+    v = attribute(correlate([e], []), ReasoningInput())
+    assert v.category == Category.HOST_OOM and v.culprit.ranks == []
+    assert any("no kernel log to confirm" in r for r in v.reasons)
+    v2 = attribute(correlate([e], []), ReasoningInput(kernel_logs=True))
+    assert v2.category == Category.PROCESS_CRASH  # a kernel log without an OOM kill: something else killed it

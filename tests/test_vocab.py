@@ -63,3 +63,6 @@ def test_rank_prefixes_of_every_launcher_are_stripped() -> None:
     assert strip_prefixes("[default1]:[rank5]: boom") == ("boom", 1, 5)
     assert strip_prefixes("2: Traceback (most recent call last):") == ("Traceback (most recent call last):", None, 2)
     assert strip_prefixes("2: x", srun=False) == ("2: x", None, None)
+    # a tqdm bar the next line was printed onto (its carriage returns lost in the capture)
+    bar = "  0%|          | 0/60 [00:00<?, ?it/s][rank0]:[E ProcessGroupNCCL.cpp:563] boom"
+    assert strip_prefixes(bar) == ("[E ProcessGroupNCCL.cpp:563] boom", None, 0)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from statistics import median
 
 from firstfault.match.xid import lookup
-from firstfault.reason.causality import awaited_ranks
+from firstfault.reason.causality import awaited_ranks, odd_collective
 from firstfault.reason.correlate import (
     TEARDOWN_SIGNALS,
     Candidate,
@@ -57,7 +57,8 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
     awaited = awaited_ranks(e for e in corr.errors if e.role == Role.CASCADE)  # rank-less ones too
     quiet += [r for r in sorted(awaited) if r not in quiet and r not in victims]
     # no quiet rank: every rank that printed was a victim; only positive evidence names one of them
-    pool = quiet or _behind_or_named(corr, prog, fr_pos_of)
+    odd = None if quiet else odd_collective(corr.errors)
+    pool = quiet or (odd.ranks if odd is not None else []) or _behind_or_named(corr, prog, fr_pos_of)
     if not pool and not fr_list:
         return [_nobody_stands_out(corr, victims, ev)]
     # a rank that entered the collective with other arguments times out like its peers: not quiet
@@ -82,6 +83,9 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
                     "it was already shutting down (interpreter exit, no Python frame) when torchrun stopped it: "
                     "the program ended on that rank without an error (sys.exit or an early return)"
                 )
+        if odd is not None and r in odd.ranks:
+            cat = Category.COLLECTIVE_MISMATCH
+            reasons.append(odd.reason)
         if awaited.get(r):
             reasons.append(f"{awaited[r]} peer(s) name rank {r} as the rank they waited for")
         if p and p.last_step is not None:

@@ -105,3 +105,47 @@ def group_mismatch(reports: Sequence[Event]) -> GroupMismatch | None:
         + f": {fps.get(culprits[0], '')}"
     )
     return GroupMismatch(culprits, local_to_global, fps, reason)
+
+
+WATCHDOG = "nccl.watchdog_timeout"
+
+
+@dataclass(frozen=True)
+class OddCollective:
+    """Ranks whose timed-out collective is not the one the others timed out in."""
+
+    ranks: list[int]
+    reason: str
+
+
+def odd_collective(events: Iterable[Event]) -> OddCollective | None:
+    """The watchdog's own words, compared across ranks: who timed out in a different collective.
+
+    Every rank's watchdog names the collective it gave up on (``SeqNum``, ``OpType``, ``NumelIn``).
+    When most ranks name one collective and a few name another (an earlier sequence number, a
+    different size), those few are not where the others are: they diverged (a different code path,
+    a skipped or extra collective) and the others wait for them. It takes three ranks or more and a
+    strict majority, so that two ranks disagreeing name nobody.
+    """
+    first: dict[int, Event] = {}
+    for e in events:
+        if e.signature == WATCHDOG and e.rank is not None and e.rank not in first:
+            first[e.rank] = e
+    if len(first) < 3:
+        return None
+    prints = {r: (e.fields.get("seq"), e.fields.get("op_type"), e.fields.get("numel_in")) for r, e in first.items()}
+    counts = Counter(prints.values())
+    (top, n_top), *rest = counts.most_common()
+    if not rest or n_top * 2 <= len(prints):
+        return None
+    odd = sorted(r for r, fp in prints.items() if fp != top)
+    r0 = odd[0]
+    seq, op, numel = prints[r0]
+    reason = (
+        f"the watchdog of rank(s) {', '.join(map(str, odd))} timed out in {op} #{seq}"
+        + (f" ({numel} elements)" if numel else "")
+        + f" while {n_top} other rank(s) timed out in {top[1]} #{top[0]}"
+        + (f" ({top[2]} elements)" if top[2] else "")
+        + ": they are not in the collective the others wait in"
+    )
+    return OddCollective(odd, reason)

@@ -135,6 +135,8 @@ def hypothesis(c: Candidate, corr: Correlation, ev: ReasoningInput) -> Hypothesi
         what = "stopped making progress; " + (
             "its peers timed out waiting for it" if timed_out else "the job was stalled on it before the first error"
         )
+    elif c.kind == CandidateKind.SILENT and cat == Category.COLLECTIVE_MISMATCH:
+        what = "it was in a different collective from the one its peers waited in"
     elif c.kind == CandidateKind.SILENT:
         what = "left the job without an error of its own; its peers lost their connections to it"
     elif c.kind == CandidateKind.STALLED:

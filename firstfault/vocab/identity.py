@@ -15,11 +15,16 @@ ELASTIC_PREFIX = re.compile(r"^\[(?!rank\d)(?P<role>[A-Za-z_][\w-]*?)(?P<lr>\d+)
 RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:")
 # srun -l / --label: "3: " (global task id), padded with spaces for wide jobs
 SRUN_PREFIX = re.compile(r"^\s*(?P<task>\d{1,6}): ")
+# a tqdm progress bar the next line was printed onto (its "\r" redraws lost in the capture):
+# "  0%|          | 0/60 [00:00<?, ?it/s][rank0]:[E ...]"
+TQDM_BAR = re.compile(r"^[^\[\n]{0,80}?\d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,40}\[[^\]\n]{0,80}\](?=\[)")
 
 
 def strip_prefixes(text: str, srun: bool = True) -> tuple[str, int | None, int | None]:
     """Remove launcher prefixes; returns (text, local_rank, global_rank) where they said."""
     local_rank = rank = None
+    if "%|" in text and (bar := TQDM_BAR.match(text)):
+        text = text[bar.end() :]
     m = ELASTIC_PREFIX.match(text)
     if m:
         local_rank = int(m["lr"])
