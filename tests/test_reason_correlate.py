@@ -177,3 +177,25 @@ def test_a_launchers_rankless_sigkill_is_a_suspected_oom() -> None:
     assert any("no kernel log to confirm" in r for r in v.reasons)
     v2 = attribute(correlate([e], []), ReasoningInput(kernel_logs=True))
     assert v2.category == Category.PROCESS_CRASH  # a kernel log without an OOM kill: something else killed it
+
+
+def test_with_nothing_earlier_the_first_symptom_is_the_failure() -> None:
+    """A rendezvous that timed out connecting, and nothing else: named, not 'unknown'."""
+    e = ev(
+        "[E socket.cpp:793] [c10d] The client socket has timed out after 60s while trying to connect to (IP1, 2222).",
+        role=Role.CASCADE,
+        category=Category.NETWORK,
+        layer=Layer.FRAMEWORK,
+        source="console.log",
+    )
+    v = attribute(correlate([e], []), ReasoningInput())
+    assert v.category == Category.NETWORK and v.root_event is e
+
+
+def test_a_rankless_announcement_defers_to_the_reason_below_it() -> None:
+    term = ev("terminate called after throwing an instance of 'gloo::IoException'", source="c.log", line=1)
+    term.category, term.fields["defer"] = Category.PROCESS_CRASH, "1"
+    what = ev("  what():  [pair.cc:724] connect [127.0.1.1]:3210: Connection refused", source="c.log", line=2)
+    what.category, what.priority = Category.CONFIGURATION, 15
+    v = attribute(correlate([term, what], []), ReasoningInput())
+    assert v.root_event is what and v.category == Category.CONFIGURATION

@@ -18,6 +18,7 @@ from firstfault.reason.candidates import (
     merge_host,
     named_by_victims,
     named_cause_candidates,
+    orphan_cascade_candidates,
     rankless_exit_candidates,
     silent_candidates,
     stalled_before_limit,
@@ -129,6 +130,8 @@ def candidates(corr: Correlation, inp: ReasoningInput) -> list[Candidate]:
         cands = silent_candidates(corr, inp)
     if not cands:
         cands = rankless_exit_candidates(corr)
+    if not cands:
+        cands = orphan_cascade_candidates(corr)
     if not cands:
         cands = unrecognised_candidates(corr.unrecognised)
     if not cands:

@@ -31,7 +31,7 @@ from firstfault.reason.correlate import (
 )
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.straggler import find_slowdown
-from firstfault.vocab import CandidateKind, Category, Event, FRKind, RankProgress, Role, settings
+from firstfault.vocab import CandidateKind, Category, Event, FRKind, RankProgress, Role, Severity, settings
 from firstfault.vocab.timefmt import iso
 from firstfault.vocab.topology import Topology
 
@@ -201,6 +201,26 @@ def rankless_exit_candidates(corr: Correlation) -> list[Candidate]:
         out.append(Candidate(CandidateKind.EXIT, e, None, e.host, e.ts, cat, [reason]))
     out.sort(key=candidate_order)
     return out[:1]
+
+
+def orphan_cascade_candidates(corr: Correlation) -> list[Candidate]:
+    """The earliest symptom, when no fault it could follow from is anywhere in the bundle.
+
+    A rendezvous that timed out connecting to its master, a socket refused at start-up, a
+    collective that timed out in a paste of one rank's output: each is normally a consequence, but
+    with nothing earlier to be the consequence *of*, it is the best evidence there is, and naming it
+    (its own category, no culprit rank unless its line gives one) says more than an unrecognised line.
+    """
+    if any(e.role == Role.ROOT for e in corr.errors):
+        return []
+    firsts = [e for e in corr.errors if e.role == Role.CASCADE and e.severity == Severity.ERROR]
+    if not firsts:
+        return []
+    e = min(firsts, key=lambda x: (x.ts if x.ts is not None else float("inf"), x.source, x.line))
+    reason = (
+        "the earliest error, and nothing in the bundle it could follow from: it is the failure as far as the logs show"
+    )
+    return [Candidate(CandidateKind.EVENT, e, e.rank, e.host, e.ts, e.category, [reason])]
 
 
 def _behind_or_named(corr: Correlation, prog: dict[int, RankProgress], fr_pos_of: dict[int, int]) -> list[int]:

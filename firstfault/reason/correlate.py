@@ -294,7 +294,7 @@ def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Corre
         roots = [e for e in evs if e.role == Role.ROOT]
         if roots:
             host_roots[host] = roots
-            first = roots[0]
+            first = _most_specific(roots) or roots[0]  # an announcement defers to the reason below it
             candidates.append(
                 Candidate(CandidateKind.EVENT, first, None, host or None, first.ts, first.category, [], roots[1:])
             )

@@ -101,6 +101,29 @@ def _sigkill_reading(c: Candidate, kernel_logs: bool) -> Category:
     return Category.HOST_OOM
 
 
+def _what(c: Candidate, cat: Category, corr: Correlation) -> str:
+    """What the hypothesis says happened: the root's own line, or what the candidate's kind implies."""
+    root = c.event
+    if root is not None:
+        return root.text.strip()
+    elif c.kind == CandidateKind.SILENT and c.rank is None:
+        return "every rank that printed timed out waiting; no rank stands out as the one they waited for"
+    elif c.kind == CandidateKind.SILENT and cat == Category.HANG:
+        timed_out = any(
+            v.first_cascade is not None and v.first_cascade.category == Category.HANG for v in corr.ranks.values()
+        )
+        return "stopped making progress; " + (
+            "its peers timed out waiting for it" if timed_out else "the job was stalled on it before the first error"
+        )
+    elif c.kind == CandidateKind.SILENT and cat == Category.COLLECTIVE_MISMATCH:
+        return "it was in a different collective from the one its peers waited in"
+    elif c.kind == CandidateKind.SILENT:
+        return "left the job without an error of its own; its peers lost their connections to it"
+    elif c.kind == CandidateKind.STALLED:
+        return c.reasons[0] if c.reasons else "the job stopped making progress"
+    return "; ".join(c.reasons)
+
+
 def hypothesis(c: Candidate, corr: Correlation, ev: ReasoningInput) -> Hypothesis:
     cat = category_for(c, corr, ev.kernel_logs)
     ranks: list[int] = [c.rank] if c.rank is not None else []
@@ -124,25 +147,7 @@ def hypothesis(c: Candidate, corr: Correlation, ev: ReasoningInput) -> Hypothesi
     if c.event is not None and c.event.signature in ev.action_of:
         action = ev.action_of[c.event.signature]
     root = c.event
-    if root is not None:
-        what = root.text.strip()
-    elif c.kind == CandidateKind.SILENT and c.rank is None:
-        what = "every rank that printed timed out waiting; no rank stands out as the one they waited for"
-    elif c.kind == CandidateKind.SILENT and cat == Category.HANG:
-        timed_out = any(
-            v.first_cascade is not None and v.first_cascade.category == Category.HANG for v in corr.ranks.values()
-        )
-        what = "stopped making progress; " + (
-            "its peers timed out waiting for it" if timed_out else "the job was stalled on it before the first error"
-        )
-    elif c.kind == CandidateKind.SILENT and cat == Category.COLLECTIVE_MISMATCH:
-        what = "it was in a different collective from the one its peers waited in"
-    elif c.kind == CandidateKind.SILENT:
-        what = "left the job without an error of its own; its peers lost their connections to it"
-    elif c.kind == CandidateKind.STALLED:
-        what = c.reasons[0] if c.reasons else "the job stopped making progress"
-    else:
-        what = "; ".join(c.reasons)
+    what = _what(c, cat, corr)
     job_level = root is not None and root.fields.get("job_level") == "1"
     if job_level:  # the scheduler's word about the whole job (a cancel, a time limit, its memory limit)
         ranks, hosts = [], []
