@@ -10,6 +10,7 @@ bundle are not followed.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -48,6 +49,7 @@ class SourceFile:
     attempt: int | None = None
     host: str | None = None
     stream: str | None = None
+    encoding: str | None = None  # set for UTF-16 text, which discovery turns into a UTF-8 copy
 
 
 @dataclass(slots=True)
@@ -66,13 +68,33 @@ class Bundle:
             self.tempdir = None
 
 
+def _ctrl_share(data: bytes) -> float:
+    return sum(1 for b in data if b < 9 or 13 < b < 32) / max(len(data), 1)
+
+
 def _is_binary(head: bytes) -> bool:
+    """Not text. NUL bytes alone do not make a log binary: srun's output files hold runs of NULs
+    where a node died mid-write (file holes). What remains without them must read as text."""
+    head = head[:8192]
     if not head:
         return False
-    if b"\x00" in head[:8192]:
-        return True
-    ctrl = sum(1 for b in head[:8192] if b < 9 or 13 < b < 32)
-    return ctrl > len(head[:8192]) * 0.1
+    if b"\x00" in head:
+        rest = head.replace(b"\x00", b"")
+        return len(rest) < 16 or _ctrl_share(rest) > 0.05
+    return _ctrl_share(head) > 0.1
+
+
+def utf16_codec(head: bytes) -> str | None:
+    """``utf-16`` when the first bytes are UTF-16 text (a BOM, or ASCII with every other byte 0),
+    as logs written by Windows tools and some launchers' redirections are."""
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return "utf-16"
+    sample = head[:128]
+    if len(sample) >= 32 and not sample[1::2].strip(b"\x00") and _ctrl_share(sample[0::2]) < 0.05:
+        return "utf-16-le"
+    if len(sample) >= 32 and not sample[0::2].strip(b"\x00") and _ctrl_share(sample[1::2]) < 0.05:
+        return "utf-16-be"
+    return None
 
 
 _KIND_MARKERS: list[tuple[FileKind, tuple[bytes, ...]]] = [
@@ -184,7 +206,14 @@ def _safe_extract(archive: Path, dest: Path) -> list[str]:
                         f"{archive}: more than {limits.archive_members} members; refusing (archive bomb?)"
                     )
                 name = member.name
-                target = (dest / name).resolve()
+                try:
+                    target = (dest / name).resolve()
+                except (OSError, RuntimeError, ValueError):
+                    warnings.append(f"{archive}: skipped member {name[:200]!r}: its name is not a usable path")
+                    continue
+                if target == dest and member.isfile():
+                    warnings.append(f"{archive}: skipped member {name!r}: a file named like the archive root")
+                    continue
                 if name.startswith("/") or ".." in Path(name).parts or not target.is_relative_to(dest):
                     warnings.append(f"{archive}: skipped member {name!r}: path leaves the archive root")
                     continue
@@ -200,12 +229,15 @@ def _safe_extract(archive: Path, dest: Path) -> list[str]:
                         f"{archive}: unpacks to more than {total} bytes ({total // compressed}x its size); "
                         "refusing (archive bomb?)"
                     )
-                target.parent.mkdir(parents=True, exist_ok=True)
-                src = tar.extractfile(member)
-                if src is None:
-                    continue
-                with src, open(target, "wb") as out:
-                    _copy_salvaging(src, out)
+                try:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    src = tar.extractfile(member)
+                    if src is None:
+                        continue
+                    with src, open(target, "wb") as out:
+                        _copy_salvaging(src, out)
+                except OSError as exc:  # one bad member (a name too long, a clash) is skipped, not the rest
+                    warnings.append(f"{archive}: skipped member {name[:200]!r}: {exc.strerror or exc}")
     except (tarfile.TarError, EOFError, OSError) as exc:
         warnings.append(f"{archive}: archive is damaged or truncated ({exc}); using what could be read")
     return warnings
@@ -239,24 +271,52 @@ def discover(path: Path | str) -> Bundle:
         tempdir = Path(tempfile.mkdtemp(prefix="firstfault-"))
         try:
             warnings += _safe_extract(p, tempdir)
-        except BundleError:
+        except BaseException:  # a refusal, or SIGINT/SIGTERM mid-way: no unpacked bundle is left behind
             shutil.rmtree(tempdir, ignore_errors=True)
             raise
         root = tempdir
     elif p.is_file():
         root = p.parent
-        return Bundle(root, [_source(p, root, p.name, warnings)], warnings)
+        files = [_source(p, root, p.name, warnings)]
+        return Bundle(root, files, warnings, _transcode_utf16(files, None, warnings))
     else:
         root = p
     root = root.resolve()
-    files: list[SourceFile] = []
+    files = []
     for f, rel in _walk(root, warnings):
         files.append(_source(f, root, rel, warnings))
+    tempdir = _transcode_utf16(files, tempdir, warnings)
     if not files:
         if tempdir:
             shutil.rmtree(tempdir, ignore_errors=True)
-        raise BundleError(f"{p}: no readable files")
+        why = f" ({warnings[0]})" if warnings else ""
+        raise BundleError(f"{p}: no readable files{why}")
     return Bundle(root, files, warnings, tempdir)
+
+
+def _transcode_utf16(files: list[SourceFile], tempdir: Path | None, warnings: list[str]) -> Path | None:
+    """UTF-16 logs become UTF-8 copies in the bundle's temporary folder (made if needed), so that
+    the byte-level prefilter and every parser read them like any other log; the copy keeps the
+    original's name in the bundle. Returns the temporary folder (None if none was needed)."""
+    for i, sf in enumerate(files):
+        if sf.encoding is None or sf.size > settings.current().limits.archive_bytes:
+            continue
+        try:
+            with open(sf.path, "rb") as fh:
+                text = fh.read().decode(sf.encoding, "replace").lstrip("\ufeff")
+        except OSError:
+            continue
+        if tempdir is None:
+            tempdir = Path(tempfile.mkdtemp(prefix="firstfault-"))
+        copy = tempdir / "utf16" / sf.rel
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(text, encoding="utf-8", errors="replace")
+        data = copy.read_bytes()
+        files[i] = dataclasses.replace(
+            sf, path=copy, kind=sniff_kind(sf.rel, data[:SNIFF]), size=len(data), encoding=None
+        )
+        warnings.append(f"{sf.rel}: UTF-16 text, read as such")
+    return tempdir
 
 
 def _walk(root: Path, warnings: list[str]) -> list[tuple[Path, str]]:
@@ -275,7 +335,13 @@ def _walk(root: Path, warnings: list[str]) -> list[tuple[Path, str]]:
             p = Path(e.path)
             try:
                 if e.is_symlink():
-                    target = p.resolve()
+                    try:
+                        target = p.resolve(strict=True)
+                    except (OSError, RuntimeError):  # a loop, or a link to nothing
+                        warnings.append(
+                            f"{p.relative_to(root)}: symbolic link that loops or leads nowhere; not followed"
+                        )
+                        continue
                     if not target.is_relative_to(root):
                         warnings.append(f"{p.relative_to(root)}: symbolic link leads outside the bundle; not followed")
                         continue
@@ -301,7 +367,7 @@ def _source(f: Path, root: Path, rel: str, warnings: list[str]) -> SourceFile:
         warnings.append(f"{rel}: unreadable ({exc.strerror or exc})")
         return SourceFile(f, rel, FileKind.UNREADABLE, 0)
     kind = sniff_kind(rel, head)
-    sf = SourceFile(f, rel, kind, size)
+    sf = SourceFile(f, rel, kind, size, encoding=utf16_codec(head))
     m = _ELASTIC.search(rel) or _ELASTIC_ERR.search(rel)
     if m:
         sf.attempt = int(m["attempt"])
@@ -314,7 +380,7 @@ def _source(f: Path, root: Path, rel: str, warnings: list[str]) -> SourceFile:
     nm = _NODE_DIR.search(rel)
     if nm:
         sf.host = nm["named"] or nm["prefixed"] or nm["node"]
-    if kind == FileKind.BINARY:
+    if kind == FileKind.BINARY and sf.encoding is None:
         warnings.append(f"{rel}: binary data, not a log; skipped")
     elif size == 0:
         warnings.append(f"{rel}: empty file")

@@ -19,9 +19,9 @@ runner = CliRunner()
 
 
 def _app() -> typer.Typer:
-    """Mounted the way the main CLI mounts it: ``app.add_typer(fr_cli.app, name="fr")``."""
+    """Mounted the way the main CLI mounts it: its command added to the app's commands."""
     app = typer.Typer()
-    app.add_typer(fr_cli.app, name="fr")
+    app.registered_commands.extend(fr_cli.app.registered_commands)
 
     @app.command()
     def other() -> None:  # a second command so "fr" is a real sub-command
@@ -103,3 +103,10 @@ def test_pickle_not_a_dump_is_exit_2(tmp_path: Path) -> None:
     (tmp_path / "fr_trace_0").write_bytes(pickle.dumps({"hello": 1}))
     res = runner.invoke(_app(), ["fr", str(tmp_path)])
     assert res.exit_code == 2 and "not a flight-recorder dump" in res.output
+
+
+def test_several_dump_files_as_a_shell_glob_gives_them() -> None:
+    files = sorted(str(p) for p in (FIX / "gloo_hang").glob("fr_trace_*"))
+    res = runner.invoke(_app(), ["fr", *files, "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["culprits"][0]["rank"] == 3

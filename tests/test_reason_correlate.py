@@ -199,3 +199,16 @@ def test_a_rankless_announcement_defers_to_the_reason_below_it() -> None:
     what.category, what.priority = Category.CONFIGURATION, 15
     v = attribute(correlate([term, what], []), ReasoningInput())
     assert v.root_event is what and v.category == Category.CONFIGURATION
+
+
+def test_torn_down_ranks_that_abort_on_their_way_out_did_not_fail_on_their_own() -> None:
+    """Rank 2 exits early (code 3); torchrun tears the rest down with SIGTERM and, on a loaded
+    machine, they too print 'terminate called without an active exception' while shutting down."""
+    events = []
+    for r in range(4):
+        t = ev("terminate called without an active exception", rank=r, ts=T0 + (0.5 if r == 2 else 0.1 * r))
+        t.signature, t.category, t.layer = "cpp.terminate_no_exception", Category.PROCESS_CRASH, Layer.FRAMEWORK
+        events.append(t)
+        events.append(_exit(r, "3") if r == 2 else _exit(r, "-15", "SIGTERM"))
+    v = attribute(correlate(events, range(4)), ReasoningInput())
+    assert v.culprit.ranks == [2]

@@ -19,7 +19,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.registered_commands.extend(analyze.app.registered_commands)  # analyze, signatures, version
-app.add_typer(fr.app, name="fr", help="Analyse PyTorch flight-recorder dumps.")
+app.registered_commands.extend(fr.app.registered_commands)  # fr PATH...
 app.add_typer(
     simulate.app,
     name="simulate",
@@ -28,11 +28,39 @@ app.add_typer(
 app.add_typer(bench.app, name="bench")
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    """Run the command; whatever escapes a command is still one line, never a traceback.
+
+    Input that exhausts memory or nests past the interpreter's limit is unusable input (exit 2);
+    anything else is a bug in firstfault (exit 1), said as such. ``FIRSTFAULT_DEBUG=1`` re-raises
+    to show the traceback.
+    """
+    import os
+    import signal
+
+    from firstfault.cli.common import fail
+
+    # SIGTERM (a scheduler's, a `timeout`'s) unwinds like Ctrl-C, so temporary folders are removed
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         app()
     except KeyboardInterrupt:  # pragma: no cover
         raise SystemExit(130) from None
+    except (MemoryError, RecursionError) as exc:
+        if os.environ.get("FIRSTFAULT_DEBUG"):
+            raise
+        what = "memory" if isinstance(exc, MemoryError) else "the nesting depth Python allows"
+        raise SystemExit(fail(f"the input needs more {what} than firstfault will use; refused").exit_code) from None
+    except Exception as exc:
+        if os.environ.get("FIRSTFAULT_DEBUG"):
+            raise
+        raise SystemExit(
+            fail(f"internal error ({type(exc).__name__}: {exc}); this is a bug, please report it", code=1).exit_code
+        ) from None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from firstfault import __version__
-from firstfault.cli.common import err, fail
+from firstfault.cli.common import err, fail, output_path
 
 app = typer.Typer()
 
@@ -41,19 +41,24 @@ def analyze(
     from firstfault.pipeline import analyze as run
     from firstfault.vocab import InputError
 
+    markdown = output_path(markdown, "md") if markdown else None
+    html = output_path(html, "html") if html else None
     try:
         verdict = run(path, signatures or [])
     except InputError as exc:
         raise fail(exc) from None
     v = verdict.to_dict() if (markdown or html) else {}  # the full dict only for the full reports
-    if markdown:
-        from firstfault.report.markdown import render_markdown
+    try:
+        if markdown:
+            from firstfault.report.markdown import render_markdown
 
-        markdown.write_text(render_markdown(v), encoding="utf-8")
-    if html:
-        from firstfault.report.html import write_html
+            markdown.write_text(render_markdown(v), encoding="utf-8", errors="replace")
+        if html:
+            from firstfault.report.html import write_html
 
-        write_html(v, html)
+            write_html(v, html)
+    except OSError as exc:
+        raise fail(f"cannot write the report: {exc.strerror or exc} ({exc.filename or ''})") from None
     if json_out:
         from firstfault.report.json_out import write_json
 

@@ -1,6 +1,7 @@
-"""``firstfault fr PATH``: analyse a directory of flight-recorder dumps.
+"""``firstfault fr PATH...``: analyse flight-recorder dumps (a directory, a bundle, or the files).
 
-Mounted by the main CLI with ``app.add_typer(fr_cli.app, name="fr")``.  Exit
+Mounted by the main CLI as one more command (``registered_commands``); it takes one or more paths,
+so a shell glob (``fr dumps/fr_trace_*``) works.  Exit
 codes: 0 when an analysis was produced (culprits or not), 2 when the input is
 unusable (no dumps, every file refused or broken).  Errors are printed as one
 line, never as a traceback, because the people running this are mid-incident.
@@ -16,20 +17,16 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from firstfault.cli.common import fail, one_line
 from firstfault.flightrec.analyze import FRAnalysis, analyze_fr, compress_ranks
 from firstfault.flightrec.load import FRLoadResult, load_dumps
 from firstfault.flightrec.unpickler import DEFAULT_MAX_BYTES
 
 __all__ = ["app", "run_fr"]
 
-app = typer.Typer(
-    help="Analyse PyTorch flight-recorder dumps: name the rank(s) that caused a hang or desync.",
-    add_completion=False,
-    no_args_is_help=True,
-    # A callback that takes PATH makes "fr" a click group; let options follow PATH.
-    context_settings={"allow_interspersed_args": True},
-)
+app = typer.Typer(add_completion=False, no_args_is_help=True)
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -58,7 +55,7 @@ def _parse_hints(values: list[str]) -> dict[str, list[int]]:
 
 
 def run_fr(
-    path: Path,
+    paths: Path | list[Path],
     *,
     as_json: bool = False,
     world_size: int | None = None,
@@ -69,11 +66,14 @@ def run_fr(
 ) -> int:
     """Load, analyse and print; returns the exit code (the Typer command wraps it)."""
     out = console or Console(highlight=False, soft_wrap=False)
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    given = [paths] if isinstance(paths, Path) else list(paths)
+    path = given[0] if len(given) == 1 else Path(f"{given[0]} (and {len(given) - 1} more)")
     try:
-        if not path.exists():
-            return _fail(as_json, err, f"{path}: no such file or directory")
-        loaded = load_dumps(path, max_bytes=max_bytes)
+        missing = [p for p in given if not p.exists()]
+        if missing:
+            return _fail(as_json, err, f"{missing[0]}: no such file or directory")
+        loaded = load_dumps([str(p) for p in given], max_bytes=max_bytes)
         if not loaded.dumps:
             why = "no usable flight-recorder dumps"
             if loaded.issues:
@@ -83,7 +83,8 @@ def run_fr(
                     + (f", {refused} refused as unsafe" if refused else "")
                     + ")"
                 )
-            return _fail(as_json, err, f"{path}: {why}", loaded)
+            first = loaded.issues[0].message if loaded.issues else ""
+            return _fail(as_json, err, f"{path}: {why}" + (f"; first: {first}" if first else ""), loaded)
         if world_size is None and loaded.unusable_ranks:
             world_size = loaded.world_size_hint  # a broken dump still proves the rank exists
         analysis = analyze_fr(loaded.dumps, expected_world_size=world_size, group_hints=hints)
@@ -113,20 +114,19 @@ def _fail(
             payload["load"] = loaded.to_dict()
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
     else:
-        err.print(f"[bold red]error:[/] {message}", markup=True)
-        if loaded is not None:
-            for w in loaded.warnings[:10]:
-                err.print(f"  {w}", markup=False)
+        err.print(Text("firstfault: ", style="bold red") + Text(one_line(message)))
     return code
 
 
 def _print(out: Console, path: Path, loaded: FRLoadResult, a: FRAnalysis, top: int) -> None:
     out.print(
-        f"[bold]Flight recorder[/]: {path}  ({a.ranks_with_dumps} dump(s), world {a.world_size}, "
-        f"backend {a.backend or '?'})",
-        markup=True,
+        Text("Flight recorder", style="bold")
+        + Text(
+            f": {one_line(str(path))}  ({a.ranks_with_dumps} dump(s), world {a.world_size}, "
+            f"backend {one_line(a.backend or '?')})"
+        )
     )
-    out.print(f"[bold]Verdict[/]: {a.verdict}", markup=True)
+    out.print(Text("Verdict", style="bold") + Text(": " + one_line(a.verdict)))
     if a.culprits:
         t = Table(title="Culprit ranks (best first)", show_lines=True, expand=True)
         t.add_column("#", justify="right", no_wrap=True)
@@ -145,7 +145,9 @@ def _print(out: Console, path: Path, loaded: FRLoadResult, a: FRAnalysis, top: i
             why = c.reason
             if c.frames:
                 why += "\n  at " + "\n  at ".join(c.frames[:3])
-            t.add_row(str(i), str(c.rank), c.kind, f"{c.score:.3f}", f"{where}\n{opline}".strip(), why)
+            t.add_row(
+                *(_cell(x) for x in (str(i), str(c.rank), c.kind, f"{c.score:.3f}", f"{where}\n{opline}".strip(), why))
+            )
         out.print(t)
         if len(a.culprits) > top:
             out.print(f"... {len(a.culprits) - top} more culprit(s) (use --top or --json)")
@@ -166,16 +168,18 @@ def _print(out: Console, path: Path, loaded: FRLoadResult, a: FRAnalysis, top: i
             t.add_column(col, overflow="fold")
         for g in active[:top]:
             t.add_row(
-                g.pg,
-                g.desc,
-                ("[bold]" + g.state + "[/]") if g.origin else g.state,
-                f"#{g.seq} {g.op or ''}".strip() if g.seq is not None else (g.op or ""),
+                _cell(g.pg),
+                _cell(g.desc),
+                Text(one_line(g.state), style="bold" if g.origin else ""),
+                _cell(f"#{g.seq} {g.op or ''}".strip() if g.seq is not None else (g.op or "")),
                 compress_ranks(g.waiting),
                 compress_ranks(g.missing + g.no_dump),
                 compress_ranks(g.stalled),
                 compress_ranks(g.mismatched),
-                "; ".join(f"{r}: {v}" for r, v in list(g.explained.items())[:2])
-                + (" ..." if len(g.explained) > 2 else ""),
+                _cell(
+                    "; ".join(f"{r}: {v}" for r, v in list(g.explained.items())[:2])
+                    + (" ..." if len(g.explained) > 2 else "")
+                ),
             )
         out.print(t)
         if len(active) > top:
@@ -184,15 +188,21 @@ def _print(out: Console, path: Path, loaded: FRLoadResult, a: FRAnalysis, top: i
     if warnings:
         out.print("[bold yellow]Warnings[/]", markup=True)
         for w in warnings[:30]:
-            out.print(f"  - {w}", markup=False)
+            out.print(Text(f"  - {one_line(w)}"))
         if len(warnings) > 30:
             out.print(f"  ... {len(warnings) - 30} more")
 
 
-@app.callback(invoke_without_command=True)
+def _cell(text: str) -> Text:
+    """A table cell from dump text: never read as Rich markup, control characters made visible."""
+    return Text("\n".join(one_line(line) for line in text.split("\n")))
+
+
+@app.command("fr")
 def fr(
-    path: Annotated[
-        Path, typer.Argument(help="Directory of per-rank dumps, a bundle with fr/ inside, or one dump file.")
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="A directory of per-rank dumps, a bundle with fr/ inside, or dump files (a glob works)."),
     ],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
     world_size: Annotated[
@@ -207,13 +217,12 @@ def fr(
     max_mb: Annotated[int, typer.Option("--max-mb", help="Largest dump file accepted, in MB.")] = DEFAULT_MAX_BYTES
     // (1024 * 1024),
 ) -> None:
-    """Analyse flight-recorder dumps and rank the culprit ranks."""
+    """Analyse PyTorch flight-recorder dumps: name the rank(s) that caused a hang or desync."""
     try:
         hints = _parse_hints(hint or []) if hint else None
     except (ValueError, typer.BadParameter) as exc:
-        Console(stderr=True).print(f"error: bad --group value: {exc}", markup=False)
-        raise typer.Exit(EXIT_UNUSABLE) from None
-    code = run_fr(path, as_json=json_out, world_size=world_size, hints=hints, top=top, max_bytes=max_mb * 1024 * 1024)
+        raise fail(f"bad --group value: {exc}") from None
+    code = run_fr(paths, as_json=json_out, world_size=world_size, hints=hints, top=top, max_bytes=max_mb * 1024 * 1024)
     raise typer.Exit(code)
 
 

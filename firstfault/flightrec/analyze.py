@@ -42,6 +42,7 @@ from firstfault.flightrec.groups import resolve_groups, uid_maps
 from firstfault.flightrec.load import FRDump, gc_paused
 from firstfault.flightrec.p2p import analyse_p2p
 from firstfault.flightrec.stragglers import find_stragglers
+from firstfault.vocab import settings
 from firstfault.vocab.flightrec import FRAnalysis, FRCulprit, FRGroupSummary, compress_ranks
 from firstfault.vocab.timefmt import iso_ns
 
@@ -158,7 +159,19 @@ def _world(
     for ranks in (group_hints or {}).values():
         if ranks:
             world_n = max(world_n, max(int(r) for r in ranks) + 1)
-    world = list(range(world_n))
+    limit = settings.current().limits.max_world
+    if world_n > limit:  # a rank number that large is not believed: the world is the ranks actually seen
+        seen = set(by_rank)
+        for d in by_rank.values():
+            for cfg in d.pg_config.values():
+                seen.update(r for r in (cfg.ranks or ()) if r >= 0)
+        warnings.append(
+            f"a rank or world size above {limit} is not believed: the world is the {len(seen)} rank(s) seen"
+        )
+        world = sorted(seen)
+        world_n = len(world)
+    else:
+        world = list(range(world_n))
     missing_dumps = [r for r in world if r not in by_rank]
     if missing_dumps:
         warnings.append(f"{len(missing_dumps)} rank(s) wrote no dump: {ranks_text(missing_dumps, 20)}")

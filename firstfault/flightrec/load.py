@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import json
+import math
 import os
 import re
 from collections import Counter, defaultdict
@@ -33,6 +35,7 @@ from firstfault.flightrec.unpickler import (
     read_limited,
     restricted_loads,
 )
+from firstfault.vocab import settings
 
 __all__ = [
     "FRDump",
@@ -281,7 +284,7 @@ def _as_int(value: Any) -> int | None:
     if isinstance(value, int):
         return value
     if isinstance(value, float):
-        return int(value)
+        return int(value) if math.isfinite(value) else None
     if isinstance(value, str):
         try:
             return int(value.strip())
@@ -453,9 +456,11 @@ def parse_dump_object(obj: Any, *, path: str, rank: int | None, fmt: str) -> FRD
     if not pg_config:
         notes.append("pg_config is empty (gloo dumps carry no group membership)")
     pg_status = _pg_status(obj.get("pg_status"))
-    entries, skipped = _entries(obj.get("entries"), is_json)
+    entries, skipped, dropped = _entries(obj.get("entries"), is_json)
     if skipped:
         notes.append(f"{skipped} malformed entries skipped")
+    if dropped:
+        notes.append(f"{dropped} older entries beyond the {len(entries) + skipped}-entry limit not analysed")
 
     backend = ""
     if entries:
@@ -513,12 +518,17 @@ def _pg_status(raw_st: Any) -> dict[str, FRPGStatus]:
     return pg_status
 
 
-def _entries(raw_entries: Any, is_json: bool) -> tuple[list[FREntry], int]:
-    """The dump's entries in record order, and how many were malformed (skipped)."""
+def _entries(raw_entries: Any, is_json: bool) -> tuple[list[FREntry], int, int]:
+    """The dump's entries in record order, how many were malformed (skipped), and how many older
+    ones were left out by the ``Limits.fr_entries`` cap."""
     entries: list[FREntry] = []
-    skipped = 0
+    skipped = dropped = 0
     frame_cache: dict[int, FRFrame] = {}
     if isinstance(raw_entries, list):
+        cap = settings.current().limits.fr_entries
+        if len(raw_entries) > cap:  # the most recent ones: the ring buffer's own order
+            dropped = len(raw_entries) - cap
+            raw_entries = raw_entries[-cap:]
         for raw in raw_entries:
             e = _entry(raw, is_json, frame_cache) if isinstance(raw, dict) else None
             if e is None:
@@ -526,7 +536,7 @@ def _entries(raw_entries: Any, is_json: bool) -> tuple[list[FREntry], int]:
             else:
                 entries.append(e)
     entries.sort(key=lambda e: e.record_id)
-    return entries, skipped
+    return entries, skipped, dropped
 
 
 def _rank_from_name(path: str) -> int | None:
@@ -555,8 +565,14 @@ def load_dump_file(
     if head[:1] in (b"{", b"["):
         try:
             obj = json.loads(data)
-        except (ValueError, RecursionError) as exc:
-            raise NotADumpError(path, f"looks like JSON but does not parse: {exc}") from None
+        except RecursionError:
+            raise NotADumpError(path, "JSON nested deeper than a dump ever is") from None
+        except ValueError as exc:
+            if getattr(exc, "pos", 0) < 8:  # "[rank0]: ..." or "{'loss': ..." : a text log, not JSON
+                raise NotADumpError(
+                    path, "not a flight-recorder dump (a text file, neither a pickle nor JSON)"
+                ) from None
+            raise NotADumpError(path, f"JSON that does not parse: {exc}") from None
         return parse_dump_object(obj, path=path, rank=rank, fmt="json")
     if not fast:
         obj = restricted_loads(data, source=path)
@@ -595,8 +611,8 @@ def _scan_text_prefixes(directory: str) -> list[str]:
             continue
         p = os.path.join(directory, name)
         try:
-            if not os.path.isfile(p) or os.path.getsize(p) > _MAX_TEXT_SCAN:
-                continue
+            if os.path.islink(p) or not os.path.isfile(p) or os.path.getsize(p) > _MAX_TEXT_SCAN:
+                continue  # links are not followed: nothing outside the directory is read
             with open(p, "rb") as fh:
                 text = fh.read().decode("utf-8", "replace")
         except OSError:
@@ -627,9 +643,14 @@ def discover_dump_files(
         return []
     all_prefixes = [os.path.basename(p) for p in list(prefixes) + _scan_text_prefixes(directory)]
     groups: dict[str, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
+    root = os.path.realpath(directory)
     for name in names:
         path = os.path.join(directory, name)
         if name.endswith(_TEXT_SUFFIXES) or not os.path.isfile(path):
+            continue
+        if os.path.islink(path) and os.path.commonpath([root, os.path.realpath(path)]) != root:
+            # the same path policy as a bundle's: a link out of the directory is not followed
+            warn.append(f"{path}: symbolic link leads outside {directory}; not followed")
             continue
         m = _RANK_FILE.match(name)
         if not m:
@@ -772,10 +793,11 @@ def _fact_warnings(dumps: list[FRDump], warnings: list[str]) -> None:
     if dumps:
         ranks = {d.rank for d in dumps}
         hi = max(ranks)
-        gaps = [r for r in range(hi + 1) if r not in ranks]
-        if gaps:
-            shown = ", ".join(str(r) for r in gaps[:20]) + (" ..." if len(gaps) > 20 else "")
-            warnings.append(f"no dump for {len(gaps)} rank(s) below {hi}: {shown}")
+        n_gaps = hi + 1 - len({r for r in ranks if 0 <= r <= hi})  # counted, not enumerated: a rank may claim 1e12
+        if n_gaps > 0:
+            first = list(itertools.islice((r for r in range(hi + 1) if r not in ranks), 20))
+            shown = ", ".join(str(r) for r in first) + (" ..." if n_gaps > 20 else "")
+            warnings.append(f"no dump for {n_gaps} rank(s) below {hi}: {shown}")
         versions = Counter(d.version for d in dumps)
         if len(versions) > 1:
             warnings.append(f"mixed FR schema versions: {dict(versions)}")

@@ -99,6 +99,31 @@ class EmptyFileError(DumpLoadError):
     """The file has zero bytes (a dump that was never written)."""
 
 
+#: How deep a tuple used as a dict key may nest. Hashing a tuple recurses in C with no recursion
+#: check: a key nested a million deep (a 1 MB pickle of TUPLE1 opcodes) overflows the C stack and
+#: kills the process. Real dumps use no tuple keys at all.
+MAX_KEY_DEPTH = 64
+#: Tuple-building opcode bytes (TUPLE1-3 and TUPLE) a pickle may hold for the C unpickler to load
+#: it: every level of nesting needs one, and the C unpickler hashes keys as it goes. Above this
+#: (an upper bound, since the bytes also occur inside strings) the interpreter, which checks
+#: every tuple key's depth first, loads it instead.
+C_PATH_TUPLE_BYTES = 50_000
+
+
+def _shallow_key(key: tuple[Any, ...], source: str) -> None:
+    """Refuse a tuple dict key nested deeper than :data:`MAX_KEY_DEPTH` (walked without recursion)."""
+    todo: list[tuple[Any, int]] = [(key, 1)]
+    while todo:
+        t, depth = todo.pop()
+        if depth > MAX_KEY_DEPTH:
+            raise MalformedPickleError(source, f"a dict key nested more than {MAX_KEY_DEPTH} deep")
+        todo.extend((x, depth + 1) for x in t if type(x) is tuple)
+
+
+def _tuple_bytes(data: bytes) -> int:
+    return data.count(b"\x85") + data.count(b"\x86") + data.count(b"\x87") + data.count(b"t")
+
+
 _REFUSED_OPCODES: dict[int, str] = {
     ord("P"): "PERSID",
     ord("Q"): "BINPERSID",
@@ -247,6 +272,9 @@ def restricted_loads(data: bytes, source: str = "<bytes>") -> Any:  # noqa: C901
                     raise MalformedPickleError(source, "SETITEMS on a non-dict")
                 if len(items) % 2:
                     raise MalformedPickleError(source, "SETITEMS with an odd number of items")
+                for k in items[::2]:
+                    if type(k) is tuple:
+                        _shallow_key(k, source)
                 d.update(zip(items[::2], items[1::2], strict=True))
             elif op == 0x4A:  # BININT
                 push(_i4(data, pos)[0])
@@ -313,6 +341,9 @@ def restricted_loads(data: bytes, source: str = "<bytes>") -> Any:  # noqa: C901
                 del stack[mk:]
                 if len(items) % 2:
                     raise MalformedPickleError(source, "DICT with an odd number of items")
+                for k in items[::2]:
+                    if type(k) is tuple:
+                        _shallow_key(k, source)
                 push(dict(zip(items[::2], items[1::2], strict=True)))
             elif op == 0x73:  # SETITEM
                 v = pop()
@@ -320,6 +351,8 @@ def restricted_loads(data: bytes, source: str = "<bytes>") -> Any:  # noqa: C901
                 d = stack[-1]
                 if type(d) is not dict:
                     raise MalformedPickleError(source, "SETITEM on a non-dict")
+                if type(k) is tuple:
+                    _shallow_key(k, source)
                 d[k] = v
             elif op == 0x72:  # LONG_BINPUT
                 if len(memo) >= _MAX_MEMO:
@@ -550,7 +583,7 @@ class FastLoader:
 
     def loads(self, data: bytes, source: str = "<bytes>") -> Any:
         """Unpickle one dump; same contract as :func:`restricted_loads`."""
-        if not self._ok or not data or threading.active_count() != 1:
+        if not self._ok or not data or threading.active_count() != 1 or _tuple_bytes(data) > C_PATH_TUPLE_BYTES:
             return restricted_loads(data, source)
         import resource
 

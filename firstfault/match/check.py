@@ -16,6 +16,7 @@ Three promises keep signatures honest as the registry grows to hundreds of entri
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 
@@ -59,6 +60,10 @@ def _kind(sig: Signature) -> str:
 
 def check_signature(reg: Registry, sig: Signature, timing: bool = True) -> list[str]:
     problems = []
+    try:
+        sig.pattern.compiled()  # built-in patterns compile on first use; here, every one is compiled
+    except re.error as exc:
+        return [f"{sig.id}: bad pattern: {exc}"]
     if not sig.examples:
         problems.append(f"{sig.id}: no example lines (add the real text it was written from)")
     if not sig.source.strip():

@@ -63,7 +63,8 @@ class ParseResult:
         logged = self.ctx.rank_dirs_local
         if not logged or not ranks:
             return []
-        return sorted(set(range(max(ranks) + 1)) - logged)
+        hi = min(max(ranks), settings.current().limits.max_world)  # a rank of 1e9 is a claim, not 1e9 ranks
+        return sorted(set(range(hi + 1)) - logged)
 
     def looks_like_a_job(self) -> bool:
         """Any line a signature knows (noise included), training under way, an error line, a

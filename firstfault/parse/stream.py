@@ -66,7 +66,9 @@ class Hit:
 
 
 def _decode(b: bytes) -> str:
-    return b.decode("utf-8", "replace").rstrip("\r")
+    """A flagged line as text: invalid UTF-8 replaced, the NUL runs of a file hole dropped."""
+    text = b.decode("utf-8", "replace").rstrip("\r")
+    return text.replace("\x00", "") if "\x00" in text else text
 
 
 def scan(  # noqa: C901  (the hot loop, see below)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from firstfault.discover import Bundle
 from firstfault.parse.nccl import NcclPlacement, placement_from_events
-from firstfault.vocab import Event, FileKind
+from firstfault.vocab import Event, FileKind, settings
 from firstfault.vocab.topology import Topology, normalize_pci
 
 
@@ -41,7 +41,7 @@ def load_topology_file(bundle: Bundle, warnings: list[str]) -> Topology:
                 for ip in info.get("ips", []):
                     topo.ip_host[str(ip)] = str(host)
             if data.get("world_size"):
-                topo.world_size = int(data["world_size"])
+                topo.world_size = int(float(data["world_size"]))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             warnings.append(f"{sf.rel}: unreadable topology file ({exc}); ignored")
     return topo
@@ -97,4 +97,11 @@ def learn_from_nccl(events: list[Event], topology: Topology) -> NcclPlacement:
 def learn_topology(events: list[Event], bundle: Bundle, topology: Topology, warnings: list[str]) -> None:
     """The end of parsing: NCCL's placement fills the gaps, then every rank's events get their place."""
     learn_from_nccl(events, topology)
+    limit = settings.current().limits.max_world
+    if topology.world_size is not None and not 0 < topology.world_size <= limit:
+        warnings.append(
+            f"a world size of {topology.world_size} is not believed (over {limit}, or not positive): "
+            "the ranks seen are the ranks there are"
+        )
+        topology.world_size = None
     place_events(events, topology, warnings)

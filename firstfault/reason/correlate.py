@@ -35,6 +35,9 @@ LAYER_DEPTH = {
     Layer.APPLICATION: 7,
 }
 TEARDOWN_SIGNALS = {"SIGTERM", "SIGINT", "SIGHUP"}
+#: How a process reports dying in interpreter shutdown (its threads still running): they say how it
+#: died, not why.
+SHUTDOWN_ABORTS = frozenset({"python.fatal_abort", "cpp.terminate_no_exception"})
 
 
 @dataclass
@@ -159,8 +162,26 @@ def _rank_views(events: Sequence[Event]) -> tuple[dict[int, RankView], dict[str,
         elif e.role == Role.TEARDOWN and v.first_teardown is None:
             v.first_teardown = e
     for v in ranks.values():
+        _torn_down_aborts(v)
         v.first_root = _most_specific(v.roots)
     return ranks, hosts
+
+
+def _torn_down_aborts(v: RankView) -> None:
+    """A rank the launcher tore down (SIGTERM) that aborted on its way out did not fail on its own.
+
+    Stopping a process whose communication threads are still running makes it print ``terminate
+    called without an active exception`` or ``Fatal Python error: Aborted`` during shutdown; on a
+    loaded machine several torn-down ranks do. Those lines are part of the tear-down.
+    """
+    if not v.roots or any(e.signature not in SHUTDOWN_ABORTS for e in v.roots):
+        return
+    if not any(exit_signal(x) in TEARDOWN_SIGNALS for x in v.exits):
+        return
+    for e in v.roots:
+        e.role = Role.TEARDOWN
+        e.fields["teardown"] = "aborted in shutdown after the launcher's SIGTERM"
+    v.roots = []
 
 
 def _most_specific(roots: list[Event]) -> Event | None:

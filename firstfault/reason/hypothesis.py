@@ -7,7 +7,7 @@ the signature's, else the category's default (:data:`DEFAULT_ACTION`).
 
 from __future__ import annotations
 
-from firstfault.reason.correlate import Candidate, Correlation, exit_signal, same_process
+from firstfault.reason.correlate import SHUTDOWN_ABORTS, Candidate, Correlation, exit_signal, same_process
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.vocab import Action, CandidateKind, Category, Culprit, Event, Hypothesis, Layer, Role
 from firstfault.vocab.timefmt import iso
@@ -43,23 +43,20 @@ def gpu_of(rank: int | None, ev: Event | None, topo: Topology) -> list[str]:
     return []
 
 
-_SHUTDOWN_ABORTS = {"python.fatal_abort", "cpp.terminate_no_exception"}
-
-
 def exited_early(c: Candidate, corr: Correlation) -> bool:
     """An abort with no Python frame and no exception: the process was already shutting down.
 
     A rank that calls sys.exit mid-training (or returns) often aborts in interpreter shutdown
     while its communication threads are alive; the abort is a symptom of the early exit.
     """
-    if c.event is None or c.event.signature not in _SHUTDOWN_ABORTS or c.rank is None:
+    if c.event is None or c.event.signature not in SHUTDOWN_ABORTS or c.rank is None:
         return False
     v = corr.ranks.get(c.rank)
     if v is None:
         return False
     sigs = {e.signature for e in v.events}
     return "python.faulthandler_no_frame" in sigs and not any(
-        e.role == Role.ROOT and e.signature not in _SHUTDOWN_ABORTS and e.layer == Layer.APPLICATION for e in v.events
+        e.role == Role.ROOT and e.signature not in SHUTDOWN_ABORTS and e.layer == Layer.APPLICATION for e in v.events
     )
 
 

@@ -87,6 +87,9 @@ def write_html(verdict_dict: Mapping[str, Any], path: str | Path, *, title: str 
     p = Path(path)
     html = render_html(verdict_dict, title=title)
     tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(p)
+    try:
+        tmp.write_text(html, encoding="utf-8", errors="replace")  # a lone surrogate from a log is not a crash
+        tmp.replace(p)
+    finally:
+        tmp.unlink(missing_ok=True)  # no stray .tmp when the rename failed
     return p

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from firstfault.report.safe import md_fence, md_text
 from firstfault.report.terminal import _culprit
 from firstfault.vocab.timefmt import iso
 
 
 def _cell(s: object) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ")[:200]
+    return md_text(str(s)[:200])
 
 
 def render_markdown(v: dict[str, Any], max_rows: int = 60) -> str:
@@ -18,7 +19,7 @@ def render_markdown(v: dict[str, Any], max_rows: int = 60) -> str:
     out = [
         "# firstfault incident report",
         "",
-        f"**{vd['summary']}**",
+        f"**{md_text(vd['summary'])}**",
         "",
         "| | |",
         "|---|---|",
@@ -34,16 +35,15 @@ def render_markdown(v: dict[str, Any], max_rows: int = 60) -> str:
         out += [
             "## Root evidence",
             "",
-            f"`{re_['file']}:{re_['line']}` at {iso(re_['timestamp'])} (rank {re_['rank']}, host {re_['host']})",
+            f"{md_text(str(re_['file']))}:{re_['line']} at {iso(re_['timestamp'])}"
+            + (f", rank {re_['rank']}" if re_.get("rank") is not None else "")
+            + (f", host {md_text(str(re_['host']))}" if re_.get("host") else ""),
             "",
-            "```",
-            *(re_.get("context") or [])[-15:],
-            re_["text"],
-            "```",
+            *md_fence([*(re_.get("context") or [])[-15:], re_["text"]]),
             "",
         ]
     if vd.get("reasons"):
-        out += ["## Why", ""] + [f"- {r}" for r in vd["reasons"]] + [""]
+        out += ["## Why", ""] + [f"- {md_text(r)}" for r in vd["reasons"]] + [""]
     chain = v["causal_chain"]
     if chain:
         roles = Counter(c["role"] for c in chain)
@@ -58,7 +58,7 @@ def render_markdown(v: dict[str, Any], max_rows: int = 60) -> str:
         for c in sorted(chain, key=lambda c: c["timestamp"] or 0)[:max_rows]:
             out.append(
                 f"| {iso(c['timestamp'])} | {c['role']} | {c['rank'] if c['rank'] is not None else '-'} "
-                f"| `{c['signature']}` | {_cell(c['rule'])} | {_cell(c['text'])} |"
+                f"| {_cell(c['signature'])} | {_cell(c['rule'])} | {_cell(c['text'])} |"
             )
         if len(chain) > max_rows:
             out.append(f"\n… {len(chain) - max_rows} more events in the JSON verdict.")

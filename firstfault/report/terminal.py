@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from firstfault.report.safe import visible_tree
 from firstfault.vocab.timefmt import iso
 
 _STYLE = {"root": "bold red", "cascade": "yellow", "teardown": "cyan", "noise": "dim"}
@@ -38,6 +39,7 @@ def _culprit(v: dict[str, Any]) -> str:
 
 
 def render(v: dict[str, Any], console: Console | None = None, max_chain: int = 12) -> None:
+    v = visible_tree(v)  # a log's escape sequences are shown, never sent to the terminal
     if console is None:
         console = Console()
         if not console.is_terminal:

@@ -65,6 +65,10 @@ class Limits:
     max_line: int = 64 * 1024
     #: Bytes of a flight-recorder dump read before it is refused.
     fr_dump_bytes: int = 512 * 1024 * 1024
+    #: Entries of one dump analysed (the most recent ones). torch keeps TORCH_NCCL_TRACE_BUFFER_SIZE
+    #: entries (2,000 by default, rarely over 100,000); a pickle that repeats one entry by reference
+    #: can claim millions in a few MB, and each analysed entry costs memory, not file size.
+    fr_entries: int = 200_000
     #: A claimed world size above this is not believed (ranks are sparse facts, not a range).
     max_world: int = 262_144
 
