@@ -28,8 +28,21 @@ app.add_typer(
 app.add_typer(bench.app, name="bench")
 
 
-def _interrupted(signum: int, frame: object) -> None:
+def _interrupted(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def _fast_version() -> bool:
+    """``firstfault --version`` / ``version`` answered before Typer and the commands are imported."""
+    import sys
+
+    if sys.argv[1:] in (["--version"], ["version"], ["-V"]):
+        from firstfault import __version__
+        from firstfault.vocab.records import SCHEMA_VERSION
+
+        print(f"firstfault {__version__} (verdict schema {SCHEMA_VERSION})")
+        return True
+    return False
 
 
 def main() -> None:
@@ -46,6 +59,8 @@ def main() -> None:
 
     # SIGTERM (a scheduler's, a `timeout`'s) unwinds like Ctrl-C, so temporary folders are removed
     signal.signal(signal.SIGTERM, _interrupted)
+    if _fast_version():
+        return
     try:
         app()
     except KeyboardInterrupt:  # pragma: no cover

@@ -6,6 +6,7 @@ when the command runs so that ``--help`` and ``version`` start fast.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -46,6 +47,8 @@ def analyze(
     try:
         verdict = run(path, signatures or [])
     except InputError as exc:
+        if json_out:  # a JSON consumer gets an object either way, as from `fr --json`
+            print(json.dumps({"error": str(exc), "exit_code": 2}))
         raise fail(exc) from None
     v = verdict.to_dict() if (markdown or html) else {}  # the full dict only for the full reports
     try:

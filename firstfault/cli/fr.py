@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -20,9 +20,14 @@ from rich.table import Table
 from rich.text import Text
 
 from firstfault.cli.common import fail, one_line
-from firstfault.flightrec.analyze import FRAnalysis, analyze_fr, compress_ranks
-from firstfault.flightrec.load import FRLoadResult, load_dumps
-from firstfault.flightrec.unpickler import DEFAULT_MAX_BYTES
+from firstfault.vocab import settings
+from firstfault.vocab.flightrec import compress_ranks
+
+if TYPE_CHECKING:  # the analysis is imported when the command runs: --help stays fast
+    from firstfault.flightrec.load import FRLoadResult
+    from firstfault.vocab.flightrec import FRAnalysis
+
+DEFAULT_MAX_BYTES = settings.current().limits.fr_dump_bytes
 
 __all__ = ["app", "run_fr"]
 
@@ -73,6 +78,9 @@ def run_fr(
         missing = [p for p in given if not p.exists()]
         if missing:
             return _fail(as_json, err, f"{missing[0]}: no such file or directory")
+        from firstfault.flightrec.analyze import analyze_fr
+        from firstfault.flightrec.load import load_dumps
+
         loaded = load_dumps([str(p) for p in given], max_bytes=max_bytes)
         if not loaded.dumps:
             why = "no usable flight-recorder dumps"

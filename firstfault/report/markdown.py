@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from firstfault.report.safe import md_fence, md_text
+from firstfault.report.safe import clip, md_fence, md_text
 from firstfault.report.terminal import _culprit
 from firstfault.vocab.timefmt import iso
 
 
 def _cell(s: object) -> str:
-    return md_text(str(s)[:200])
+    return md_text(clip(str(s), 200))
 
 
 def render_markdown(v: dict[str, Any], max_rows: int = 60) -> str:

@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from firstfault.report.safe import visible_tree
+from firstfault.report.safe import clip, visible_tree
 from firstfault.vocab.timefmt import iso
 
 _STYLE = {"root": "bold red", "cascade": "yellow", "teardown": "cyan", "noise": "dim"}
@@ -46,6 +46,9 @@ def render(v: dict[str, Any], console: Console | None = None, max_chain: int = 1
             console = Console(width=140)
     vd = v["verdict"]
     head = Table.grid(padding=(0, 2))
+    what = vd["summary"].partition(": ")[2]
+    if what:
+        head.add_row("what", Text(clip(what, 600)))
     head.add_row("category", Text(vd["category"], style="bold"))
     head.add_row("culprit", Text(_culprit(v), style="bold red"))
     head.add_row("action", Text(vd["action"], style="bold green"))
@@ -53,12 +56,14 @@ def render(v: dict[str, Any], console: Console | None = None, max_chain: int = 1
     re_ = v.get("root_event")
     if re_:
         head.add_row("root event", Text(f"{re_['file']}:{re_['line']}  {iso(re_['timestamp'])}"))
-        head.add_row("", Text(re_["text"][:300], style="red"))
+        head.add_row("", Text(clip(re_["text"], 300), style="red"))
     head.add_row(
         "explained",
         f"{v['explained_fraction'] * 100:.0f}% of {v.get('causal_chain_total', len(v['causal_chain']))} error events",
     )
-    console.print(Panel(head, title=Text(vd["summary"][:200], style="bold"), title_align="left"))
+    # the headline is "<category> on <where>"; what happened goes inside, wrapped, never cut mid-word
+    headline = vd["summary"].partition(": ")[0]
+    console.print(Panel(head, title=Text(clip(headline, 100), style="bold"), title_align="left"))
     if vd.get("reasons"):
         for r in vd["reasons"]:
             console.print(f"  • {r}", style="dim" if r.startswith("confidence:") else None, markup=False)
@@ -76,7 +81,7 @@ def render(v: dict[str, Any], console: Console | None = None, max_chain: int = 1
                 Text(c["role"], style=_STYLE.get(c["role"], "")),
                 "-" if c["rank"] is None else str(c["rank"]),
                 Text(c["signature"]),
-                Text(message(c["text"])[:160]),
+                Text(clip(message(c["text"]), 160)),
             )
         console.print(t)
         if total > max_chain:
@@ -84,6 +89,6 @@ def render(v: dict[str, Any], console: Console | None = None, max_chain: int = 1
     if v.get("alternatives"):
         console.print("alternatives:", style="bold")
         for a in v["alternatives"]:
-            console.print(f"  {a['score']:.2f}  {a['summary'][:160]}", markup=False)
+            console.print(f"  {a['score']:.2f}  {clip(a['summary'], 160)}", markup=False)
     for w in v.get("warnings", [])[:20]:
         console.print(f"warning: {w}", style="yellow", markup=False)

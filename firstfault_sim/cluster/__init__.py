@@ -13,18 +13,33 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from firstfault_sim.cluster.emit import write_bundle
 from firstfault_sim.cluster.faults import FAULT_KINDS, KINDS, FaultSpec, parse_fault
-from firstfault_sim.cluster.layout import Layout
-from firstfault_sim.cluster.scenario import SimConfig, simulate
+
+if TYPE_CHECKING:  # the engine and the writer load when a job is simulated: the CLI's help stays fast
+    from firstfault_sim.cluster.scenario import SimConfig
 
 __all__ = ["FAULT_KINDS", "KINDS", "FaultSpec", "Layout", "SimConfig", "parse_fault", "simulate_cluster"]
 
 
+def __getattr__(name: str) -> Any:
+    if name == "Layout":
+        from firstfault_sim.cluster.layout import Layout
+
+        return Layout
+    if name == "SimConfig":
+        from firstfault_sim.cluster.scenario import SimConfig
+
+        return SimConfig
+    raise AttributeError(name)
+
+
 def simulate_cluster(cfg: SimConfig, out: Path | str) -> dict[str, Any]:
     """Simulate ``cfg`` and write the bundle under ``out``; returns truth.json's content."""
+    from firstfault_sim.cluster.emit import write_bundle
+    from firstfault_sim.cluster.scenario import simulate
+
     t0 = time.perf_counter()
     outcome = simulate(cfg)
     t1 = time.perf_counter()
