@@ -80,19 +80,8 @@ class _Ids:
         return self.n - 1
 
 
-def synthetic_verdict(ranks: int = 16384, gpus_per_host: int = 8, *, seed: int = 7) -> Verdict:
-    """A large GPU-hardware verdict: Xid 79 on one GPU, timeouts everywhere, torchrun tear-down."""
-    rnd = random.Random(seed)
-    hosts = max(1, ranks // gpus_per_host)
-    culprit_rank = min(ranks - 1, 153 * gpus_per_host + 3) if ranks > 8 else ranks - 1
-    chost = f"node{culprit_rank // gpus_per_host:04d}"
-    cgpu = culprit_rank % gpus_per_host
-    bus = f"{0x18 + 0x11 * cgpu:02x}"
-    seq = 48213
-    nid = _Ids()
-    chain: list[ChainLink] = []
-
-    root = Event(
+def _xid_root(chost: str, bus: str, nid: _Ids) -> Event:
+    return Event(
         id=nid(),
         source=f"{chost}/kern.log",
         line=88412,
@@ -108,9 +97,69 @@ def synthetic_verdict(ranks: int = 16384, gpus_per_host: int = 8, *, seed: int =
         gpu=f"0000:{bus}:00",
         fields={"xid": "79", "pci": f"0000:{bus}:00"},
     )
-    chain.append(ChainLink(root, Role.ROOT, None, "hardware-fault-precedes-timeouts"))
+
+
+def _timeouts(r: int, lr: int, host: str, pid: int, t: float, seq: int, ran: int, nid: _Ids) -> tuple[Event, Event]:
+    """One rank's watchdog timeout and the exception the watchdog raises right after it."""
+    log = f"{host}/attempt_0/{lr}/stderr.log"
+    place: dict[str, Any] = {"host": host, "rank": r, "local_rank": lr, "pid": pid, "attempt": 0}
+    common: dict[str, Any] = {"category": Category.NETWORK, "layer": Layer.FRAMEWORK, "role": Role.CASCADE}
+    ev = Event(
+        id=nid(),
+        source=log,
+        line=41233,
+        text=WATCHDOG.format(rank=r, seq=seq, ran=ran),
+        signature="torch.nccl.watchdog_timeout",
+        ts=t,
+        ts_quality=TsQuality.EXACT,
+        fields={"seq": str(seq), "op": "ALLREDUCE", "timeout_ms": "600000"},
+        **common,
+        **place,
+    )
+    ev2 = Event(
+        id=nid(),
+        source=log,
+        line=41234,
+        text=WATCHDOG_EXC.format(rank=r, seq=seq, enq=seq + 1, done=seq - 1),
+        signature="torch.nccl.watchdog_exception",
+        ts=t + 0.0004,
+        ts_quality=TsQuality.EXACT,
+        fields={"seq": str(seq)},
+        **common,
+        **place,
+    )
+    return ev, ev2
+
+
+def _agent_event(r: int, lr: int, host: str, pid: int, t: float, line: int, nid: _Ids) -> Event:
+    """The agent reports the first worker it sees die, then SIGTERMs the others."""
+    text = AGENT_FAILED.format(code=-6, lr=lr, pid=pid) if lr == 0 else AGENT_SIGTERM.format(pid=pid)
+    return Event(
+        id=nid(),
+        source=f"{host}/torchrun.log",
+        line=line,
+        text=text,
+        signature="torchelastic.worker_failed" if lr == 0 else "torchelastic.sigterm",
+        category=Category.PROCESS_CRASH,
+        layer=Layer.LAUNCHER,
+        role=Role.TEARDOWN,
+        ts=t,
+        ts_quality=TsQuality.EXACT,
+        host=host,
+        rank=r,
+        local_rank=lr,
+        pid=pid,
+        fields={"exitcode": "-6"} if lr == 0 else {"signal": "SIGTERM"},
+    )
+
+
+def _chain(
+    root: Event, ranks: int, gpus_per_host: int, culprit_rank: int, seq: int, rnd: random.Random, nid: _Ids
+) -> list[ChainLink]:
+    """Every host's timeouts and tear-down, explained by the Xid (or by the host's first timeout)."""
+    chain = [ChainLink(root, Role.ROOT, None, "hardware-fault-precedes-timeouts")]
     first_exc: dict[str, int] = {}
-    for h in range(hosts):
+    for h in range(max(1, ranks // gpus_per_host)):
         host = f"node{h:04d}"
         base = T0 + 600.0 + rnd.uniform(0.0, 1.2)
         agent_line = 900 + rnd.randint(0, 40)
@@ -120,73 +169,21 @@ def synthetic_verdict(ranks: int = 16384, gpus_per_host: int = 8, *, seed: int =
             if r >= ranks:
                 break
             pid = 20000 + lr * 7 + h % 97
-            log = f"{host}/attempt_0/{lr}/stderr.log"
             if r != culprit_rank:
                 t = base + rnd.uniform(0.0, 0.25)
                 ran = 600000 + int((t - T0 - 600.0) * 1000) + rnd.randint(10, 90)
-                ev = Event(
-                    id=nid(),
-                    source=log,
-                    line=41233,
-                    text=WATCHDOG.format(rank=r, seq=seq, ran=ran),
-                    signature="torch.nccl.watchdog_timeout",
-                    category=Category.NETWORK,
-                    layer=Layer.FRAMEWORK,
-                    role=Role.CASCADE,
-                    ts=t,
-                    ts_quality=TsQuality.EXACT,
-                    host=host,
-                    rank=r,
-                    local_rank=lr,
-                    pid=pid,
-                    attempt=0,
-                    fields={"seq": str(seq), "op": "ALLREDUCE", "timeout_ms": "600000"},
-                )
+                ev, ev2 = _timeouts(r, lr, host, pid, t, seq, ran, nid)
                 chain.append(ChainLink(ev, Role.CASCADE, root.id, "collective-timeout-after-root"))
-                ev2 = Event(
-                    id=nid(),
-                    source=log,
-                    line=41234,
-                    text=WATCHDOG_EXC.format(rank=r, seq=seq, enq=seq + 1, done=seq - 1),
-                    signature="torch.nccl.watchdog_exception",
-                    category=Category.NETWORK,
-                    layer=Layer.FRAMEWORK,
-                    role=Role.CASCADE,
-                    ts=t + 0.0004,
-                    ts_quality=TsQuality.EXACT,
-                    host=host,
-                    rank=r,
-                    local_rank=lr,
-                    pid=pid,
-                    attempt=0,
-                    fields={"seq": str(seq)},
-                )
                 chain.append(ChainLink(ev2, Role.CASCADE, ev.id, "watchdog-exception-follows-timeout"))
                 first_exc.setdefault(host, ev.id)
-            # The agent reports the first worker it sees die, then SIGTERMs the others.
-            text = AGENT_FAILED.format(code=-6, lr=lr, pid=pid) if lr == 0 else AGENT_SIGTERM.format(pid=pid)
-            ev3 = Event(
-                id=nid(),
-                source=f"{host}/torchrun.log",
-                line=agent_line + lr,
-                text=text,
-                signature="torchelastic.worker_failed" if lr == 0 else "torchelastic.sigterm",
-                category=Category.PROCESS_CRASH,
-                layer=Layer.LAUNCHER,
-                role=Role.TEARDOWN,
-                ts=stop_at + lr * 0.002,
-                ts_quality=TsQuality.EXACT,
-                host=host,
-                rank=r,
-                local_rank=lr,
-                pid=pid,
-                fields={"exitcode": "-6"} if lr == 0 else {"signal": "SIGTERM"},
-            )
-            explained = first_exc.get(host, root.id)
-            chain.append(ChainLink(ev3, Role.TEARDOWN, explained, "launcher-teardown"))
+            ev3 = _agent_event(r, lr, host, pid, stop_at + lr * 0.002, agent_line + lr, nid)
+            chain.append(ChainLink(ev3, Role.TEARDOWN, first_exc.get(host, root.id), "launcher-teardown"))
+    return chain
+
+
+def _progress(ranks: int, gpus_per_host: int, culprit_rank: int, rnd: random.Random) -> list[RankProgress]:
     progress = []
     for r in range(ranks):
-        h = r // gpus_per_host
         late = 0.0 if r != culprit_rank else -0.35
         progress.append(
             RankProgress(
@@ -195,11 +192,13 @@ def synthetic_verdict(ranks: int = 16384, gpus_per_host: int = 8, *, seed: int =
                 last_step_ts=T0 - 0.9 + late + rnd.uniform(0.0, 0.3),
                 steps_seen=1205,
                 median_step_ms=round(1480 + rnd.gauss(0, 6), 2),
-                host=f"node{h:04d}",
+                host=f"node{r // gpus_per_host:04d}",
             )
         )
-    n_cascade = sum(1 for c in chain if c.role is Role.CASCADE)
-    culprit = Culprit(ranks=[culprit_rank], hosts=[chost], gpus=[f"0000:{bus}:00"], links=[])
+    return progress
+
+
+def _alternatives(culprit_rank: int) -> list[Hypothesis]:
     alt_net = Hypothesis(
         Category.NETWORK,
         Culprit(),
@@ -216,9 +215,26 @@ def synthetic_verdict(ranks: int = 16384, gpus_per_host: int = 8, *, seed: int =
         f"rank {culprit_rank} stopped reporting progress first",
         reasons=["its last step line is 0.35 s older than the others"],
     )
+    return [alt_net, alt_hang]
+
+
+def synthetic_verdict(ranks: int = 16384, gpus_per_host: int = 8, *, seed: int = 7) -> Verdict:
+    """A large GPU-hardware verdict: Xid 79 on one GPU, timeouts everywhere, torchrun tear-down."""
+    rnd = random.Random(seed)
+    hosts = max(1, ranks // gpus_per_host)
+    culprit_rank = min(ranks - 1, 153 * gpus_per_host + 3) if ranks > 8 else ranks - 1
+    chost = f"node{culprit_rank // gpus_per_host:04d}"
+    cgpu = culprit_rank % gpus_per_host
+    bus = f"{0x18 + 0x11 * cgpu:02x}"
+    seq = 48213
+    nid = _Ids()
+    root = _xid_root(chost, bus, nid)
+    chain = _chain(root, ranks, gpus_per_host, culprit_rank, seq, rnd, nid)
+    progress = _progress(ranks, gpus_per_host, culprit_rank, rnd)
+    n_cascade = sum(1 for c in chain if c.role is Role.CASCADE)
     return Verdict(
         category=Category.GPU_HARDWARE,
-        culprit=culprit,
+        culprit=Culprit(ranks=[culprit_rank], hosts=[chost], gpus=[f"0000:{bus}:00"], links=[]),
         action=Action.EXCLUDE_AND_RESTART,
         confidence=0.94,
         summary=(
@@ -228,7 +244,7 @@ def synthetic_verdict(ranks: int = 16384, gpus_per_host: int = 8, *, seed: int =
         root_event=root,
         causal_chain=chain,
         explained_fraction=0.997,
-        alternatives=[alt_net, alt_hang],
+        alternatives=_alternatives(culprit_rank),
         warnings=[
             f"node{(hosts * 3) // 7:04d}/attempt_0/5/stderr.log: last line truncated (no newline)",
             "clock of 3 hosts corrected by more than 2 s against the rendezvous store",
