@@ -312,12 +312,15 @@ def _missing_roots(st: _State) -> None:
     blockers_of: dict[str, set[int]] = defaultdict(set)
     for ed in st.edges:
         blockers_of[ed.group].update(ed.blockers)
+    # once per group, not per rank and comparison: a claimed world of 10^5 ranks makes every
+    # missing rank a blocker, and a subset test per sort key was quadratic in the world
+    all_roots_group = {g: bl <= all_roots for g, bl in blockers_of.items()}
     for b in sorted(missing_roots):
         # The group where the hang started for b: one whose blockers are all roots (nobody there is
         # absent because of a wait elsewhere), a collective over a p2p wait, and the oldest wait.
         waits_on_b = sorted(
             st.in_edges[b],
-            key=lambda ed: (not (blockers_of[ed.group] <= all_roots), ed.kind == "p2p", ed.t or 1 << 62),
+            key=lambda ed: (not all_roots_group.get(ed.group, False), ed.kind == "p2p", ed.t or 1 << 62),
         )
         st.observations[b].append(_missing_observation(st, b, waits_on_b[0]))
 

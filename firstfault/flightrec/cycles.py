@@ -22,46 +22,7 @@ def resolve_cycles(
     inversion (deadlock) or a hang whose cause FR cannot see.  The wait that
     started first names the rank that failed to show up first.
     """
-    nodes = set(out_edges) | set(in_edges)
-    index: dict[int, int] = {}
-    low: dict[int, int] = {}
-    on: set[int] = set()
-    stack: list[int] = []
-    comps: list[list[int]] = []
-    counter = 0
-    for start in sorted(nodes):
-        if start in index:
-            continue
-        # iterative Tarjan
-        work: list[tuple[int, int]] = [(start, 0)]
-        while work:
-            node, i = work.pop()
-            if i == 0:
-                index[node] = low[node] = counter
-                counter += 1
-                stack.append(node)
-                on.add(node)
-            succ = sorted({b for e in out_edges.get(node, []) for b in e.blockers})
-            if i < len(succ):
-                work.append((node, i + 1))
-                nxt = succ[i]
-                if nxt not in index:
-                    work.append((nxt, 0))
-                elif nxt in on:
-                    low[node] = min(low[node], index[nxt])
-                continue
-            if low[node] == index[node]:
-                comp: list[int] = []
-                while True:
-                    x = stack.pop()
-                    on.discard(x)
-                    comp.append(x)
-                    if x == node:
-                        break
-                comps.append(comp)
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
+    comps = _components(out_edges, set(out_edges) | set(in_edges))
     comp_of = {r: i for i, c in enumerate(comps) for r in c}
     for i, comp in enumerate(comps):
         if len(comp) < 2:
@@ -92,3 +53,53 @@ def resolve_cycles(
                 f"rank {blocker} and {ranks_text(others)}, or rank {blocker} hung)",
             )
         )
+
+
+def _components(out_edges: dict[int, list[Edge]], nodes: set[int]) -> list[list[int]]:
+    """Strongly-connected components of the wait-for graph (Tarjan, iterative: the graph can hold
+    a whole world of ranks, deeper than Python's recursion)."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on: set[int] = set()
+    stack: list[int] = []
+    comps: list[list[int]] = []
+    counter = 0
+    # successors once per node: Tarjan revisits a node once per successor, and a claimed world of
+    # 10^5 ranks gives a waiter 10^5 blockers (recomputing them per visit was quadratic)
+    succ_of: dict[int, list[int]] = {}
+    for start in sorted(nodes):
+        if start in index:
+            continue
+        # iterative Tarjan
+        work: list[tuple[int, int]] = [(start, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index[node] = low[node] = counter
+                counter += 1
+                stack.append(node)
+                on.add(node)
+            succ = succ_of.get(node)
+            if succ is None:
+                succ = succ_of[node] = sorted({b for e in out_edges.get(node, []) for b in e.blockers})
+            if i < len(succ):
+                work.append((node, i + 1))
+                nxt = succ[i]
+                if nxt not in index:
+                    work.append((nxt, 0))
+                elif nxt in on:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            if low[node] == index[node]:
+                comp: list[int] = []
+                while True:
+                    x = stack.pop()
+                    on.discard(x)
+                    comp.append(x)
+                    if x == node:
+                        break
+                comps.append(comp)
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return comps
