@@ -28,6 +28,8 @@ SNIFF = 16 * 1024
 
 _ELASTIC = re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/(?P<stream>stdout|stderr)\.log$")
 _ELASTIC_ERR = re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/error\.json$")
+#: how a protocol-0 or -1 pickle of a dict begins: MARK DICT PUT (text) or EMPTY_DICT/MARK DICT BINPUT
+_OLD_PICKLE_DICT = (b"(dp0\n", b"(dp1\n", b"(dp", b"}q\x00", b"(dq\x00", b"}(")
 _FR_NAME = re.compile(r"(?:fr_trace|nccl_trace|_dump|trace)_?(?:rank_?)?(?P<rank>\d+)(?:\.json)?$")
 _SCRIPT_SUFFIXES = (".sbatch", ".sh", ".slurm", ".py", ".bash")
 _SLURM_OUT = re.compile(r"^slurm-\d+(?:_\d+)?\.(?:out|err)$")
@@ -172,7 +174,11 @@ def sniff_kind(rel: str, head: bytes) -> FileKind:
         return FileKind.ELASTIC_ERROR_JSON
     if _ELASTIC.search(rel):
         return FileKind.ELASTIC_RANK_LOG
-    looks_fr = head[:1] == b"\x80" or (name.endswith(".json") and b'"entries"' in head and b'"pg_config"' in head)
+    looks_fr = (
+        head[:1] == b"\x80"  # pickle protocol 2+ (what torch writes)
+        or head.startswith(_OLD_PICKLE_DICT)  # protocol 0/1: a dict first (``fr`` reads them; so must analyze)
+        or (name.endswith(".json") and b'"entries"' in head and b'"pg_config"' in head)
+    )
     if looks_fr and (_FR_NAME.search(name) or "/fr/" in f"/{rel}"):
         return FileKind.FR_DUMP
     if name in {"topology.json"}:
@@ -194,53 +200,92 @@ def sniff_kind(rel: str, head: bytes) -> FileKind:
 
 
 def _safe_extract(archive: Path, dest: Path) -> list[str]:
+    """Unpack ``archive`` under ``dest``: headers first, then the files.
+
+    The first pass reads only the members' headers (count and declared sizes), so an archive bomb
+    is refused before one byte is written, not after gigabytes (a gzip stream has to be inflated to
+    find its headers, which costs CPU but no disk). The second pass writes the members the first
+    pass accepted; a damaged stream keeps what came before the damage, with a warning.
+    """
     warnings: list[str] = []
-    total = 0
-    compressed = max(archive.stat().st_size, 1)
     limits = settings.current().limits
     try:
         with tarfile.open(archive, "r:*") as tar:
-            for count, member in enumerate(tar, 1):
-                if count > limits.archive_members:
-                    raise BundleError(
-                        f"{archive}: more than {limits.archive_members} members; refusing (archive bomb?)"
-                    )
-                name = member.name
+            accepted, damage = _scan_headers(tar, archive, limits)
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        return [f"{archive}: archive is damaged or truncated ({exc}); using what could be read"]
+    if damage:
+        warnings.append(damage)
+    root = os.path.realpath(dest)
+    try:  # a fresh stream: a gzip reader that hit the damage is not rewound reliably
+        with tarfile.open(archive, "r:*") as tar:
+            for _, member in zip(range(accepted), tar, strict=False):
+                where, why = _member_target(member, root)
+                if where is None:
+                    if why:
+                        warnings.append(f"{archive}: skipped member {member.name[:200]!r}: {why}")
+                    continue
                 try:
-                    target = (dest / name).resolve()
-                except (OSError, RuntimeError, ValueError):
-                    warnings.append(f"{archive}: skipped member {name[:200]!r}: its name is not a usable path")
-                    continue
-                if target == dest and member.isfile():
-                    warnings.append(f"{archive}: skipped member {name!r}: a file named like the archive root")
-                    continue
-                if name.startswith("/") or ".." in Path(name).parts or not target.is_relative_to(dest):
-                    warnings.append(f"{archive}: skipped member {name!r}: path leaves the archive root")
-                    continue
-                if not (member.isfile() or member.isdir()):
-                    warnings.append(f"{archive}: skipped member {name!r}: links and devices are not extracted")
-                    continue
-                if member.isdir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                total += member.size
-                if total > limits.archive_bytes or (total > compressed * limits.archive_ratio and total > 64 * 1024**2):
-                    raise BundleError(
-                        f"{archive}: unpacks to more than {total} bytes ({total // compressed}x its size); "
-                        "refusing (archive bomb?)"
-                    )
-                try:
-                    target.parent.mkdir(parents=True, exist_ok=True)
+                    if member.isdir():
+                        os.makedirs(where, exist_ok=True)
+                        continue
+                    os.makedirs(os.path.dirname(where), exist_ok=True)
                     src = tar.extractfile(member)
                     if src is None:
                         continue
-                    with src, open(target, "wb") as out:
+                    with src, open(where, "wb") as out:
                         _copy_salvaging(src, out)
                 except OSError as exc:  # one bad member (a name too long, a clash) is skipped, not the rest
-                    warnings.append(f"{archive}: skipped member {name[:200]!r}: {exc.strerror or exc}")
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        warnings.append(f"{archive}: archive is damaged or truncated ({exc}); using what could be read")
+                    warnings.append(f"{archive}: skipped member {member.name[:200]!r}: {exc.strerror or exc}")
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        if not damage:
+            warnings.append(f"{archive}: archive is damaged or truncated ({exc}); using what could be read")
     return warnings
+
+
+def _scan_headers(tar: tarfile.TarFile, archive: Path, limits: settings.Limits) -> tuple[int, str | None]:
+    """How many members' headers read well, under the count, size and ratio limits (refused
+    before anything is written), and the damage that stopped the reading, if any."""
+    compressed = max(archive.stat().st_size, 1)
+    members = 0
+    total = 0
+    damage: str | None = None
+    try:
+        for member in tar:
+            if members >= limits.archive_members:
+                raise BundleError(f"{archive}: more than {limits.archive_members} members; refusing (archive bomb?)")
+            members += 1
+            if member.isfile():
+                total += member.size
+                if total > limits.archive_bytes or (total > compressed * limits.archive_ratio and total > 64 * 1024**2):
+                    raise BundleError(
+                        f"{archive}: declares more than {total} bytes ({total // compressed}x its size); "
+                        "refusing (archive bomb?)"
+                    )
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        damage = f"{archive}: archive is damaged or truncated ({exc}); using what could be read"
+    return members, damage
+
+
+def _member_target(member: tarfile.TarInfo, root: str) -> tuple[str | None, str | None]:
+    """Where ``member`` goes under ``root`` (already real), or why it goes nowhere (None: silently).
+
+    Pure string work, no system call per member: nothing extracted is a link, so the normalised
+    path is the real one, and 190,000 members cost no 190,000 ``resolve()`` calls.
+    """
+    name = member.name
+    if "\0" in name or not name.strip():
+        return None, "its name is not a usable path"
+    if name.startswith("/") or ".." in name.replace("\\", "/").split("/"):
+        return None, "path leaves the archive root"
+    target = os.path.normpath(os.path.join(root, name))
+    if target == root:
+        return None, ("a file named like the archive root" if member.isfile() else None)
+    if not target.startswith(root + os.sep):
+        return None, "path leaves the archive root"
+    if not (member.isfile() or member.isdir()):
+        return None, "links and devices are not extracted"
+    return target, None
 
 
 SALVAGE_CHUNK = 64 * 1024

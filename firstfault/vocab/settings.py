@@ -59,7 +59,9 @@ class Limits:
 
     #: Bytes an archive may unpack to, members it may hold, and its unpacked/packed ratio.
     archive_bytes: int = 8 * 1024**3
-    archive_members: int = 200_000
+    #: (a 16,384-rank job leaves ~35,000 files; each member costs ~0.2 ms of CPU to unpack and sniff,
+    #: so the cap bounds a many-member archive to ~20 CPU seconds)
+    archive_members: int = 100_000
     archive_ratio: int = 200
     #: A log line longer than this (bytes) is cut (a binary blob or a minified dump, not a message).
     max_line: int = 64 * 1024
@@ -69,6 +71,9 @@ class Limits:
     #: entries (2,000 by default, rarely over 100,000); a pickle that repeats one entry by reference
     #: can claim millions in a few MB, and each analysed entry costs memory, not file size.
     fr_entries: int = 200_000
+    #: Memory one dump may take while it is decoded, above what the process held before. File size
+    #: alone bounds nothing: one byte of pickle (EMPTY_DICT, DUP) builds up to ~70 bytes of objects.
+    fr_decode_bytes: int = 512 * 1024 * 1024
     #: A claimed world size above this is not believed (ranks are sparse facts, not a range).
     max_world: int = 262_144
 
