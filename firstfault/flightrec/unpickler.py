@@ -51,6 +51,7 @@ DEFAULT_MAX_BYTES = settings.current().limits.fr_dump_bytes  # the default at im
 a stray multi-GB file from exhausting memory."""
 
 _MAX_MEMO = 50_000_000
+_RSS_EVERY = 1 << 20  # bytes of pickle between two looks at the resident size
 
 
 class DumpLoadError(InputError):
@@ -214,8 +215,22 @@ def restricted_loads(data: bytes, source: str = "<bytes>") -> Any:  # noqa: C901
     memo: dict[int, Any] = {}
     pos = 0
     op = -1
+    # Memory, not file size, is what a hostile dump spends: look at the process's resident size
+    # every _RSS_EVERY bytes of input (one comparison per opcode) and refuse past the budget.
+    budget = settings.current().limits.fr_decode_bytes
+    rss0 = _rss_bytes()
+    check_at = _RSS_EVERY if rss0 is not None else n + 1
     try:
         while True:
+            if pos >= check_at:
+                check_at = pos + _RSS_EVERY
+                grown = (_rss_bytes() or 0) - (rss0 or 0)
+                if grown > budget:
+                    raise MalformedPickleError(
+                        source,
+                        f"refused: decoding took more than {budget >> 20} MiB by byte {pos} of {n} "
+                        "(a pickle built to expand; Limits.fr_decode_bytes)",
+                    )
             op = data[pos]
             pos += 1
             # A 1-byte argument read past the end raises IndexError with pos >= n and
@@ -520,6 +535,15 @@ class _NoGlobalsUnpickler(pickle.Unpickler):
 _json_encode = json.JSONEncoder(check_circular=True, allow_nan=True).encode
 
 
+def _rss_bytes() -> int | None:
+    """Resident set size of this process (Linux ``/proc``), or None where unknown."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _vm_bytes() -> int | None:
     try:
         with open("/proc/self/statm", "rb") as fh:
@@ -537,7 +561,7 @@ class FastLoader:
     memo is an array sized by the largest index a file names (a 6-byte
     LONG_BINPUT asks for 2^32 slots, i.e. an OOM kill).  So while it runs the
     process address space is capped (``RLIMIT_AS`` = current size + 256 MiB +
-    32x the file), turning that blow-up into a MemoryError.  Any failure other
+    32x the file, at most ``Limits.fr_decode_bytes`` more), turning that blow-up into a MemoryError.  Any failure other
     than a refusal is re-diagnosed by :func:`restricted_loads` with the cap
     lifted, so errors read the same as on the slow path.  A result that is not
     plain JSON-shaped data (a set, a bytearray, a cycle, bytes) is re-judged by
@@ -590,7 +614,8 @@ class FastLoader:
         self._calls += 1
         if self._calls % 16 == 0:
             self._vm = _vm_bytes() or self._vm
-        cap = self._vm + self._SLACK + 32 * len(data)
+        budget = settings.current().limits.fr_decode_bytes
+        cap = self._vm + min(self._SLACK + 32 * len(data), budget)
         if self._hard != resource.RLIM_INFINITY:
             cap = min(cap, self._hard)
         try:
