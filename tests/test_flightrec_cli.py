@@ -110,3 +110,20 @@ def test_several_dump_files_as_a_shell_glob_gives_them() -> None:
     res = runner.invoke(_app(), ["fr", *files, "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["culprits"][0]["rank"] == 3
+
+
+@pytest.mark.parametrize("protocol", [0, 1, 2])
+def test_analyze_reads_dumps_of_any_protocol_and_a_dumps_only_bundle_is_a_hang(tmp_path: Path, protocol: int) -> None:
+    """Issue 17 item 9: ``fr`` read protocol 0/1 dumps and ``analyze`` skipped them as text/binary.
+    And a bundle of dumps alone, showing ranks waiting for one that never came, is a hang on that
+    rank, never "no failure found"."""
+    import firstfault
+    from firstfault.flightrec.unpickler import restricted_loads
+
+    fr = tmp_path / "fr"
+    fr.mkdir()
+    for f in sorted((FIX / "gloo_hang").iterdir()):
+        (fr / f.name).write_bytes(pickle.dumps(restricted_loads(f.read_bytes()), protocol=protocol))
+    v = firstfault.analyze(tmp_path)
+    assert v.category == "hang" and v.culprit.ranks == [3], v.summary
+    assert v.root_event is not None and v.root_event.source.startswith("fr/")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from firstfault.reason.candidates import (
+    fr_hang_candidates,
     is_weak,
     merge_host,
     named_by_victims,
@@ -136,6 +137,8 @@ def candidates(corr: Correlation, inp: ReasoningInput) -> list[Candidate]:
         cands = unrecognised_candidates(corr.unrecognised)
     if not cands:
         cands = merge_host([c for c in corr.candidates if is_weak(c)], inp.topology)
+    if not cands:
+        cands = fr_hang_candidates(inp)
     if not cands and not corr.errors:
         s = straggler_candidate(inp)
         if s is not None:

@@ -370,6 +370,18 @@ def _odd_rank_out(corr: Correlation, prog: Sequence[RankProgress]) -> tuple[int 
     return None, None
 
 
+def fr_hang_candidates(ev: ReasoningInput) -> list[Candidate]:
+    """The flight recorder's blamed ranks when no log line names a fault: dumps that show ranks
+    waiting in a collective a peer never entered are a hang, even when the logs are gone (a bundle
+    of dumps alone). Never "no failure": dumps with a wait nobody finished are not a healthy job."""
+    out = []
+    for e in ev.fr_events:
+        if e.signature in ("flightrec.missing", "flightrec.stalled", "flightrec.mismatched"):
+            kind = CandidateKind.SILENT if e.signature != "flightrec.mismatched" else CandidateKind.EVENT
+            out.append(Candidate(kind, e, e.rank, None, e.ts, e.category, [e.text]))
+    return out[:1]
+
+
 def straggler_candidate(ev: ReasoningInput) -> Candidate | None:
     """A rank whose own work per step shows a real, sustained slowdown (``reason.straggler``), or
     the flight recorder's late rank. Wall step times alone never make one: in synchronous
