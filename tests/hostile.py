@@ -98,6 +98,11 @@ def dup_list_pickle(n: int) -> bytes:
     return b"".join(parts)
 
 
+def empty_dict_bomb(n: int) -> bytes:
+    """{"entries": [{}, {}, ...]} with ``n`` one-byte EMPTY_DICTs: ~64 bytes of memory per byte."""
+    return b"\x80\x02}(X\x07\x00\x00\x00entriesq\x00(" + b"}" * n + b"lu."
+
+
 def fr_dump(entries: list[dict[str, object]], **extra: object) -> bytes:
     d: dict[str, object] = {
         "version": "2.4",
@@ -137,7 +142,7 @@ def fr_entry(**over: object) -> dict[str, object]:
 # ---------------------------------------------------------------- archives
 
 
-def tar_with(members: list[tuple[str, bytes]], declared: dict[str, int] | None = None) -> bytes:
+def tar_with(members: list[tuple[str, bytes]]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tf:
         for name, data in members:
@@ -145,6 +150,42 @@ def tar_with(members: list[tuple[str, bytes]], declared: dict[str, int] | None =
             ti.size = len(data)
             tf.addfile(ti, io.BytesIO(data))
     return buf.getvalue()
+
+
+class _Zeros(io.RawIOBase):
+    """``n`` zero bytes, read in pieces: a big member without a big buffer."""
+
+    def __init__(self, n: int) -> None:
+        self.left = n
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        k = min(len(b), self.left)
+        b[:k] = bytes(k)
+        self.left -= k
+        return k
+
+
+def tar_zeros(path: Path, members: int, size: int) -> Path:
+    """``members`` files of ``size`` zero bytes each, gzip'd: KBs on disk, declaring GBs."""
+    with tarfile.open(path, mode="w:gz", compresslevel=1) as tf:
+        for i in range(members):
+            ti = tarfile.TarInfo(f"rank{i}/big.log")
+            ti.size = size
+            tf.addfile(ti, io.BufferedReader(_Zeros(size), 1 << 20))
+    return path
+
+
+def tar_many(path: Path, members: int) -> Path:
+    """``members`` tiny files: the member-count bomb."""
+    with tarfile.open(path, mode="w:gz", compresslevel=1) as tf:
+        for i in range(members):
+            ti = tarfile.TarInfo(f"d{i // 1000}/{i}.log")
+            ti.size = 1
+            tf.addfile(ti, io.BytesIO(b"x"))
+    return path
 
 
 Builder = Callable[[Path], list[str]]

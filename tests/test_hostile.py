@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,16 +19,20 @@ from hostile import (
     CONSOLE_OK,
     Outcome,
     dup_list_pickle,
+    empty_dict_bomb,
     fr_dump,
     fr_entry,
     json_deep,
     nested_tuple_key_pickle,
     run,
     sparse,
+    tar_many,
     tar_with,
+    tar_zeros,
     write,
 )
 
+FIXTURES = Path(__file__).parent / "fixtures"
 CONTROL = re.compile(r"\x1b|\x07|\x9b|\x90|\x9d")
 PEAK_MB = 1024
 SECONDS = 30
@@ -217,6 +222,25 @@ CASES: list[Case] = [
 ]
 
 
+def _fr_with_huge_rank_line(t: Path) -> list[str]:
+    """Item 4 of issue 17: one ``[rank99999]:`` line beside four real gloo dumps claims a world
+    of 100,000 ranks; the wait-for graph's cycle finder and root search must stay linear in it."""
+    b = t / "bundle"
+    shutil.copytree(FIXTURES / "fr" / "gloo_hang", b / "fr")
+    write(b / "c.log", "[rank99999]: RuntimeError: boom\n")
+    return ["analyze", str(b)]
+
+
+HUGE_CASES: list[Case] = [
+    ("fr_dumps_beside_rank_99999", _fr_with_huge_rank_line),
+    # 3 x 60 MiB of zeros (~180 KB packed): refused from the declared sizes, before a byte is written
+    ("archive_declared_sizes", lambda t: ["analyze", str(tar_zeros(t / "z.tar.gz", 3, 60 * 1024**2))]),
+    # issue 17 item 8: 40 MB of EMPTY_DICT opcodes would take ~2.6 GB; refused at the memory budget
+    ("fr_empty_dict_bomb", _analyze({"fr/fr_trace_rank_0": empty_dict_bomb(40_000_000), "c.log": CONSOLE_OK})),
+    ("archive_member_count", lambda t: ["analyze", str(tar_many(t / "m.tar.gz", 100_001))]),
+]
+
+
 def _bundle_sparse(t: Path) -> Path:
     b = _bundle(t, {"c.log": CONSOLE_OK})
     sparse(b / "fr" / "fr_trace_rank_0", 2 * 1024**3)
@@ -242,7 +266,7 @@ def _symlink_cases() -> list[Case]:
     return [("fr_symlink_out_of_bundle", fr_link_out), ("fr_symlink_to_itself", fr_link_self)]
 
 
-ALL = CASES + _symlink_cases()
+ALL = CASES + HUGE_CASES + _symlink_cases()
 
 
 def _markdown_is_inert(md: str) -> None:
@@ -268,5 +292,7 @@ def test_hostile_input(name: str, build: Callable[[Path], list[str]], tmp_path: 
     o = run(argv, cwd=tmp_path)
     _bar(o, name)
     assert "SECRET-TOKEN-123" not in o.out + o.err
+    if name.startswith("archive_") and name != "archive_member_dot_first":
+        assert o.rc == 2 and "archive bomb" in o.err, o.err
     if "--markdown" in argv and o.rc == 0:
         _markdown_is_inert((tmp_path / argv[argv.index("--markdown") + 1]).read_text(encoding="utf-8"))
