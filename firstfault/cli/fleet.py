@@ -147,13 +147,11 @@ def _collect(paths: list[Path], workers: int) -> tuple[list[Incident], list[str]
     bundles: list[Path] = []
     for p in paths:
         if p.is_file() and p.suffix in (".json", ".jsonl"):
-            for n, data in _verdict_file(p, errors):
+            for where, data, key, job in _verdict_file(p, errors):
                 try:
-                    incidents.append(
-                        incident_from_verdict(data, job=f"{p.stem}:{n}" if n else p.stem, source=str(p), added_at=now)
-                    )
+                    incidents.append(incident_from_verdict(data, job=job, source=str(p), added_at=now, key=key))
                 except ValueError as exc:
-                    errors.append(f"{p}:{n + 1}: {exc}")
+                    errors.append(f"{where}: {exc}")
         elif p.exists():
             bundles.append(p)
         else:
@@ -162,13 +160,20 @@ def _collect(paths: list[Path], workers: int) -> tuple[list[Incident], list[str]
         if r.verdict is None:
             errors.append(f"{r.path}: {r.error}")
         else:
-            job = Path(r.path).name.removesuffix(".tar.gz")
-            incidents.append(incident_from_verdict(r.verdict, job=job, source=r.path, added_at=now, key=r.key))
+            incidents.append(incident_from_verdict(r.verdict, job=_job(r.path), source=r.path, added_at=now, key=r.key))
     return incidents, errors
 
 
-def _verdict_file(path: Path, errors: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Verdicts of a .json file (one) or a .jsonl file (one per line; a batch's lines carry it)."""
+def _job(path: str) -> str:
+    name = Path(path).name
+    for suffix in (".tar.gz", ".tgz", ".tar", ".zip"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def _verdict_file(path: Path, errors: list[str]) -> Iterator[tuple[str, dict[str, Any], str | None, str]]:
+    """(where, verdict, key, job) of a .json file (one verdict) or a .jsonl file: one verdict per
+    line, or the lines of ``firstfault batch --out`` (the bundle's key and name kept)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -176,21 +181,23 @@ def _verdict_file(path: Path, errors: list[str]) -> Iterator[tuple[int, dict[str
         return
     lines = text.splitlines() if path.suffix == ".jsonl" else [text]
     for n, line in enumerate(lines):
+        where = f"{path}:{n + 1}"
         if not line.strip():
             continue
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
-            errors.append(f"{path}:{n + 1}: not JSON ({exc.msg})")
+            errors.append(f"{where}: not JSON ({exc.msg})")
             continue
-        if isinstance(data, dict) and isinstance(data.get("verdict"), dict) and "tool" not in data:
-            if data.get("verdict") is None:
-                continue
-            data = data["verdict"]  # a line of `firstfault batch --out`
-        if isinstance(data, dict):
-            yield n, data
+        if not isinstance(data, dict):
+            errors.append(f"{where}: not a verdict object")
+        elif "tool" not in data and "path" in data and "verdict" in data:  # a batch line
+            if isinstance(data["verdict"], dict):
+                yield where, data["verdict"], data.get("key"), _job(str(data["path"]))
+            else:
+                errors.append(f"{data['path']}: {data.get('error')}")
         else:
-            errors.append(f"{path}:{n + 1}: not a verdict object")
+            yield where, data, None, path.stem if len(lines) == 1 else f"{path.stem}:{n + 1}"
 
 
 @history_app.command("export")
@@ -305,7 +312,7 @@ def batch(
         now = time.time()
         with open_store(store) as s:
             new = s.add(
-                incident_from_verdict(r.verdict, job=Path(r.path).name, source=r.path, added_at=now, key=r.key)
+                incident_from_verdict(r.verdict, job=_job(r.path), source=r.path, added_at=now, key=r.key)
                 for r in ok
                 if r.verdict
             )

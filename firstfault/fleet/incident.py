@@ -36,8 +36,8 @@ CODE_CATEGORIES = frozenset(
     }
 )
 
-#: verdict fields that describe the run, not the failure (timing, where the files lay)
-_RUN_FIELDS = ("stats", "inputs")
+#: verdict fields that describe the run, not the failure: timing, and where the files lay
+_RUN_FIELDS = ("stats",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +140,11 @@ def _signatures(data: dict[str, Any]) -> tuple[str, ...]:
 
 
 def verdict_key(data: dict[str, Any]) -> str:
-    """The content key of a verdict without a bundle: its JSON minus run statistics and paths."""
+    """The content key of a verdict without a bundle: its JSON minus run statistics and its path
+    (a job's name in ``inputs`` stays: two jobs with the same answer are two incidents)."""
     body = {k: v for k, v in data.items() if k not in _RUN_FIELDS}
+    if isinstance(body.get("inputs"), dict):
+        body["inputs"] = {k: v for k, v in body["inputs"].items() if k != "path"}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
     return "v:" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
