@@ -79,3 +79,22 @@ def test_ray_gives_the_serial_verdicts(corpus: Path) -> None:
     got = run_ray(paths, 2, started=started.append)
     assert not ray.is_initialized()  # the local cluster it started is shut down
     assert started and _same(got, run_serial(paths))
+
+
+def test_unusable_input_is_one_line_exit_2(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from firstfault.cli import app
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"a": 1}\ngarbage\n')
+    r = CliRunner()
+    for args in (
+        ["history", "add", str(bad), "--store", str(tmp_path / "s.duckdb")],
+        ["history", "--store", str(tmp_path / "none.duckdb")],
+        ["fleet", "report", "--store", str(tmp_path / "none.duckdb")],
+        ["batch", str(tmp_path / "missing")],
+    ):
+        res = r.invoke(app, args)
+        assert res.exit_code == 2, (args, res.output)
+        assert "Traceback" not in res.output

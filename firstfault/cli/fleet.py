@@ -119,6 +119,8 @@ def history_add(
 
     store = store or (ctx.obj or {}).get("store")
     incidents, errors = _collect(paths, workers)
+    if not incidents and errors:
+        raise fail(f"nothing to add: {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
     with open_store(store) as s:
         new = s.add(incidents)
         noise = {x.signature for x in fleet(s).signatures if x.noise}
