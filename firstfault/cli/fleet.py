@@ -30,13 +30,13 @@ history_app = typer.Typer(help="The incident store: every verdict kept, with fil
 fleet_app = typer.Typer(help="Fleet reputation: lemon nodes, recurrences, noise signatures.", no_args_is_help=True)
 app = typer.Typer()
 
-StoreOpt = Annotated[Path | None, typer.Option("--store", help="Incident store (DuckDB file).")]
+StoreOpt = Annotated[str | None, typer.Option("--store", help="Incident store: a DuckDB file, or a postgresql:// URL.")]
 console = Console(highlight=False)
 
 
-def store_path(store: Path | None) -> Path:
+def store_path(store: str | None) -> Path:
     if store is not None:
-        return store
+        return Path(store)
     env = os.environ.get("FIRSTFAULT_STORE")
     if env:
         return Path(env)
@@ -44,16 +44,28 @@ def store_path(store: Path | None) -> Path:
     return base / "firstfault" / "incidents.duckdb"
 
 
-def open_store(store: Path | None, read_only: bool = False) -> Store:
-    from firstfault.fleet.store import Store
+def _where(store: str | None) -> str:
+    """The store for a message: a URL without its password, or the file."""
+    from firstfault.fleet.backends import URL_SCHEMES, safe_url
+
+    return safe_url(store) if store and store.startswith(URL_SCHEMES) else str(store_path(store))
+
+
+def open_store(store: str | None, read_only: bool = False) -> Store:
+    from firstfault.fleet.backends import URL_SCHEMES, open_store
     from firstfault.vocab import InputError
 
+    if store is not None and store.startswith(URL_SCHEMES):
+        try:
+            return open_store(store, read_only=read_only)
+        except InputError as exc:
+            raise fail(exc) from None
     path = store_path(store)
     if read_only and not path.exists():
         raise fail(f"{path}: no incident store yet (firstfault history add PATH... makes one)")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        return Store(path, read_only=read_only)
+        return open_store(path, read_only=read_only)
     except (InputError, OSError) as exc:
         raise fail(exc) from None
 
@@ -83,7 +95,7 @@ def history(
         flt = Filter(host, gpu, Category(category) if category else None, job, since, limit)
         rows = s.recent(flt)
         total = s.count()
-    table = Table(title=f"{len(rows)} of {total:,} incident(s) in {store_path(store)}")
+    table = Table(title=f"{len(rows)} of {total:,} incident(s) in {escape(_where(store))}")
     for col in ("failed at", "job", "category", "culprit", "signature", "action"):
         table.add_column(col)
     for inc in rows:
@@ -277,7 +289,7 @@ def batch(
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="Address of a running Ray cluster.")] = None,
     workers: Annotated[int, typer.Option("--workers", help="Processes (or Ray CPUs) to use.")] = 2,
     out: Annotated[Path | None, typer.Option("--out", help="Write one JSON line per bundle here.")] = None,
-    store: Annotated[Path | None, typer.Option("--store", help="Also add the verdicts to this incident store.")] = None,
+    store: Annotated[str | None, typer.Option("--store", help="Also add the verdicts to this incident store.")] = None,
 ) -> None:
     """Analyse every bundle of FOLDER in a local process pool, or on Ray with --ray."""
     from firstfault.fleet.batch import find_bundles, run_pool, run_ray
@@ -318,4 +330,4 @@ def batch(
                 for r in ok
                 if r.verdict
             )
-        console.print(f"{sum(new):,} new incident(s) stored in {escape(str(store))}")
+        console.print(f"{sum(new):,} new incident(s) stored in {escape(_where(store))}")

@@ -34,13 +34,14 @@ SCHEMA = (
         source VARCHAR NOT NULL,
         category VARCHAR NOT NULL,
         action VARCHAR NOT NULL,
-        confidence DOUBLE NOT NULL,
+        confidence DOUBLE PRECISION NOT NULL,
         signature VARCHAR,
-        failed_at DOUBLE,
-        added_at DOUBLE NOT NULL,
+        failed_at DOUBLE PRECISION,
+        added_at DOUBLE PRECISION NOT NULL,
         summary VARCHAR NOT NULL,
         verdict VARCHAR NOT NULL)""",
-    "CREATE TABLE IF NOT EXISTS places (key VARCHAR NOT NULL, kind VARCHAR NOT NULL, place VARCHAR NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS places (key VARCHAR NOT NULL, kind VARCHAR NOT NULL, place VARCHAR NOT NULL, "
+    "ord INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS signatures (key VARCHAR NOT NULL, signature VARCHAR NOT NULL)",
     "CREATE TABLE IF NOT EXISTS meta (name VARCHAR PRIMARY KEY, value VARCHAR NOT NULL)",
 )
@@ -63,7 +64,7 @@ _TYPES = {
         ("summary", "VARCHAR"),
         ("verdict", "VARCHAR"),
     ],
-    "places": [("key", "VARCHAR"), ("kind", "VARCHAR"), ("place", "VARCHAR")],
+    "places": [("key", "VARCHAR"), ("kind", "VARCHAR"), ("place", "VARCHAR"), ("ord", "INTEGER")],
     "signatures": [("key", "VARCHAR"), ("signature", "VARCHAR")],
 }
 
@@ -111,24 +112,37 @@ class Store:
             raise InputError("the incident store needs DuckDB: pip install 'firstfault[fleet]'") from exc
         self.path = str(path)
         try:
-            self.db = duckdb.connect(self.path, read_only=read_only)
+            self.db: Any = duckdb.connect(self.path, read_only=read_only)
         except duckdb.Error as exc:
             raise InputError(f"{path}: cannot open the incident store ({str(exc).splitlines()[0]})") from None
+        self._setup(read_only)
+
+    def _setup(self, read_only: bool) -> None:
+        """The tables (made if missing), then the schema version checked."""
         if not read_only:
             for stmt in SCHEMA:
-                self.db.execute(stmt)
-            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+                self._x(stmt)
+            self._x("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING", [SCHEMA_VERSION])
         self._check_version()
 
     def _check_version(self) -> None:
         try:
-            row = self.db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+            row = self._one("SELECT value FROM meta WHERE name = 'schema_version'")
         except Exception:
             raise InputError(f"{self.path}: not a firstfault incident store") from None
         if row is None or row[0] != SCHEMA_VERSION:
             raise InputError(
                 f"{self.path}: incident store schema {row and row[0]}, this firstfault reads {SCHEMA_VERSION}"
             )
+
+    def _x(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement; its rows (none for a statement that returns none)."""
+        cur = self.db.execute(sql, list(params))
+        return cur.fetchall() if cur.description else []
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        rows = self._x(sql, params)
+        return rows[0] if rows else None
 
     def __enter__(self) -> Store:
         return self
@@ -152,14 +166,14 @@ class Store:
                 fresh[inc.key] = inc
             out.append(new)
         rows = list(fresh.values())
-        self.db.execute("BEGIN TRANSACTION")
+        self._x("BEGIN TRANSACTION")
         try:
             self._insert("incidents", [_row(i) for i in rows])
-            self._insert("places", [(i.key, k, p) for i in rows for k, p in i.places()])
+            self._insert("places", [(i.key, k, p, n) for i in rows for n, (k, p) in enumerate(i.places())])
             self._insert("signatures", [(i.key, s) for i in rows for s in i.signatures])
-            self.db.execute("COMMIT")
+            self._x("COMMIT")
         except Exception:
-            self.db.execute("ROLLBACK")
+            self._x("ROLLBACK")
             raise
         return out
 
@@ -169,9 +183,7 @@ class Store:
         for i in range(0, len(ks), _CHUNK):
             part = ks[i : i + _CHUNK]
             marks = ", ".join("?" * len(part))
-            found.update(
-                r[0] for r in self.db.execute(f"SELECT key FROM incidents WHERE key IN ({marks})", part).fetchall()
-            )
+            found.update(r[0] for r in self._x(f"SELECT key FROM incidents WHERE key IN ({marks})", part))
         return found
 
     def _insert(self, table: str, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -197,7 +209,7 @@ class Store:
     # ------------------------------------------------------------------ reading
     def count(self, healthy: bool | None = None) -> int:
         where = "" if healthy is None else ("WHERE category = 'none'" if healthy else "WHERE category <> 'none'")
-        row = self.db.execute(f"SELECT count(*) FROM incidents {where}").fetchone()
+        row = self._one(f"SELECT count(*) FROM incidents {where}")
         return int(row[0]) if row else 0
 
     def recent(self, flt: Filter) -> list[Incident]:
@@ -219,11 +231,11 @@ class Store:
             f"SELECT {_COLUMNS}, verdict FROM incidents WHERE {' AND '.join(where)} "
             "ORDER BY failed_at DESC NULLS LAST, added_at DESC, key LIMIT ?"
         )
-        rows = self.db.execute(sql, [*params, max(0, flt.limit)]).fetchall()
+        rows = self._x(sql, [*params, max(0, flt.limit)])
         return self._incidents(rows)
 
     def get(self, key: str) -> Incident | None:
-        rows = self.db.execute(f"SELECT {_COLUMNS}, verdict FROM incidents WHERE key = ?", [key]).fetchall()
+        rows = self._x(f"SELECT {_COLUMNS}, verdict FROM incidents WHERE key = ?", [key])
         found = self._incidents(rows)
         return found[0] if found else None
 
@@ -234,13 +246,11 @@ class Store:
         for i in range(0, len(keys), _CHUNK):
             part = keys[i : i + _CHUNK]
             marks = ", ".join("?" * len(part))
-            for k, kind, place in self.db.execute(
-                f"SELECT key, kind, place FROM places WHERE key IN ({marks}) ORDER BY rowid", part
-            ).fetchall():
+            for k, kind, place in self._x(
+                f"SELECT key, kind, place FROM places WHERE key IN ({marks}) ORDER BY key, ord", part
+            ):
                 places[k].append((kind, place))
-            for k, s in self.db.execute(
-                f"SELECT key, signature FROM signatures WHERE key IN ({marks})", part
-            ).fetchall():
+            for k, s in self._x(f"SELECT key, signature FROM signatures WHERE key IN ({marks})", part):
                 sigs[k].append(s)
         return [_incident(r, places[r[0]], sorted(sigs[r[0]])) for r in rows]
 
@@ -254,47 +264,47 @@ class Store:
         if until is not None:
             sql += " AND i.failed_at <= ?"
             params.append(until)
-        rows = self.db.execute(sql + " ORDER BY p.kind, p.place, i.failed_at NULLS LAST, i.key", params).fetchall()
+        rows = self._x(sql + " ORDER BY p.kind, p.place, i.failed_at NULLS LAST, i.key", params)
         return [PlaceHit(k, p, j, key, t, Category(c)) for k, p, j, key, t, c in rows]
 
     def place_history(self, kind: str, place: str) -> list[tuple[str, str, float | None]]:
         """(key, job, failure time) of every machine-blamed incident naming this place."""
-        rows = self.db.execute(
+        rows = self._x(
             "SELECT i.key, i.job, i.failed_at FROM places p JOIN incidents i ON p.key = i.key "
             f"WHERE p.kind = ? AND p.place = ? AND i.category NOT IN ({_MACHINE}) ORDER BY i.failed_at, i.key",
             [kind, place],
-        ).fetchall()
+        )
         return [(k, j, t) for k, j, t in rows]
 
     def signature_history(self, signature: str) -> list[tuple[str, str, float | None]]:
         """(key, job, failure time) of every failed incident whose root is this signature."""
-        rows = self.db.execute(
+        rows = self._x(
             "SELECT key, job, failed_at FROM incidents WHERE signature = ? AND category <> 'none' "
             "ORDER BY failed_at, key",
             [signature],
-        ).fetchall()
+        )
         return [(k, j, t) for k, j, t in rows]
 
     def signature_counts(self) -> tuple[list[SignatureCount], int, int]:
         """Per signature, how many failed and healthy runs showed it; and the two run totals."""
-        rows = self.db.execute(
+        rows = self._x(
             "SELECT s.signature, sum(CASE WHEN i.category = 'none' THEN 0 ELSE 1 END), "
             "sum(CASE WHEN i.category = 'none' THEN 1 ELSE 0 END) FROM signatures s JOIN incidents i "
             "ON s.key = i.key GROUP BY s.signature ORDER BY s.signature"
-        ).fetchall()
+        )
         return [SignatureCount(s, int(f), int(h)) for s, f, h in rows], self.count(False), self.count(True)
 
     def known_hosts(self) -> int:
         """Distinct hosts the store names (a lower bound on the fleet's size)."""
-        row = self.db.execute("SELECT count(DISTINCT place) FROM places WHERE kind = 'host'").fetchone()
+        row = self._one("SELECT count(DISTINCT place) FROM places WHERE kind = 'host'")
         return int(row[0]) if row else 0
 
     def timeline(self) -> list[tuple[float, Category]]:
         """(failure time, category) of every failed incident with a time, oldest first."""
-        rows = self.db.execute(
+        rows = self._x(
             "SELECT failed_at, category FROM incidents WHERE category <> 'none' AND failed_at IS NOT NULL "
             "ORDER BY failed_at, key"
-        ).fetchall()
+        )
         return [(float(t), Category(c)) for t, c in rows]
 
     def export_parquet(self, folder: Path) -> list[Path]:
