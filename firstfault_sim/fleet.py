@@ -299,7 +299,7 @@ def _event(i: int, sig: str, ts: float, host: str | None, gpu: str | None, role:
     return Event(
         id=i,
         source="fleet-simulator",
-        line=0,
+        line=1,
         text=f"(simulated verdict: {sig})",
         signature=sig,
         category=Category.UNKNOWN,

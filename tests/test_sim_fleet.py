@@ -59,7 +59,6 @@ def test_lemons_found_on_a_mid_size_fleet() -> None:
     assert score.noise_precision == 1.0 and score.noise_recall == 1.0
 
 
-@pytest.mark.slow
 def test_the_bar_2000_nodes_10000_jobs() -> None:
     score = score_lemons(FleetConfig(nodes=2000, jobs=10000, seed=0), weekly=False)
     assert score.precision >= 0.95 and score.recall >= 0.95
@@ -96,3 +95,17 @@ def test_simulated_verdicts_are_incidents() -> None:
         assert store.count() == 100
         rep = fleet(store, Policy(hosts=20))
     assert rep.failed == truth(out)["failed"]
+
+
+def test_simulated_verdicts_keep_the_public_schema(tmp_path: Path) -> None:
+    import jsonschema
+
+    schema = json.loads((Path(firstfault.__file__).parent / "schema" / "verdict.v1.json").read_text())
+    out = simulate_fleet(FleetConfig(nodes=50, jobs=300, lemons=2, seed=5))
+    from firstfault_sim.fleet import write_verdicts
+
+    path = write_verdicts(out, tmp_path)
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert len(lines) == 300
+    for v in lines:
+        jsonschema.validate(v, schema)
