@@ -141,6 +141,7 @@ class BatchRow:
     rate: float
     startup_s: float
     identical: bool
+    cpu_s: float  # CPU seconds the workers spent in the analyses (registry loads included)
 
 
 def make_corpus(folder: Path, count: int, seed: int = 0) -> list[Path]:
@@ -187,21 +188,25 @@ def _row(name: str, w: int, res: list[BatchResult], seconds: float, startup: flo
         a.path == b.path and a.key == b.key and a.error == b.error and comparable(a.verdict) == comparable(b.verdict)
         for a, b in zip(res, ref, strict=True)
     )
-    return BatchRow(name, w, len(res), round(seconds, 3), round(len(res) / seconds, 2), round(startup, 2), same)
+    cpu = sum(r.cpu_s for r in res)
+    return BatchRow(
+        name, w, len(res), round(seconds, 3), round(len(res) / seconds, 2), round(startup, 2), same, round(cpu, 2)
+    )
 
 
 def render_batch(rows: list[BatchRow]) -> str:
     one = {r.executor: r.rate for r in rows if r.workers == 1}
     out = [
         f"machine: {os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end\n",
-        "| executor | workers | bundles | seconds | bundles/s | speed-up vs 1 worker | startup s | verdicts = serial |",
-        "|---|---|---|---|---|---|---|---|",
+        "| executor | workers | bundles | seconds | bundles/s | speed-up vs 1 worker | startup s | verdicts = serial "
+        "| worker CPU s | cores the workers got |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         speed = r.rate / one[r.executor] if one.get(r.executor) else 1.0
         out.append(
             f"| {r.executor} | {r.workers} | {r.bundles} | {r.seconds} | {r.rate} | {speed:.2f}x | {r.startup_s} | "
-            f"{'yes' if r.identical else 'NO'} |"
+            f"{'yes' if r.identical else 'NO'} | {r.cpu_s} | {r.cpu_s / r.seconds:.2f} |"
         )
     return "\n".join(out) + "\n"
 

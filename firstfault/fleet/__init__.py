@@ -6,6 +6,7 @@ beside the pipeline and calls it (``firstfault.analyze``); it never changes a ve
 
 * ``incident``   the typed Incident record built from a verdict's JSON (the versioned contract);
 * ``store``      an embedded DuckDB store with a fixed SQL schema, Parquet export;
+* ``backends``   the same store on PostgreSQL, and ``open_store`` choosing by the target;
 * ``poisson``    the Poisson tail and the multiple-testing threshold the lemon test uses;
 * ``reputation`` per host / GPU / link statistics, lemon nodes, "seen before", noise signatures;
 * ``batch``      thousands of bundles through the pipeline, in a local process pool or on Ray;

@@ -39,6 +39,7 @@ class BatchResult:
     verdict: dict[str, Any] | None
     error: str | None
     seconds: float
+    cpu_s: float = 0.0  # CPU time the worker spent on it: with ``seconds``, the share of a core it got
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -46,6 +47,7 @@ class BatchResult:
             "key": self.key,
             "error": self.error,
             "seconds": self.seconds,
+            "cpu_s": self.cpu_s,
             "verdict": self.verdict,
         }
 
@@ -72,7 +74,7 @@ def analyze_one(path: str, signature_dirs: tuple[str, ...] = ()) -> BatchResult:
     from firstfault.match.registry import load_registry
     from firstfault.pipeline import analyze_bundle
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         registry = _REGISTRY.get(signature_dirs)
         if registry is None:
@@ -83,7 +85,9 @@ def analyze_one(path: str, signature_dirs: tuple[str, ...] = ()) -> BatchResult:
         finally:
             bundle.close()
         key = bundle_key(Path(path))
-        return BatchResult(path, key, verdict, None, round(time.perf_counter() - t0, 4))
+        return BatchResult(
+            path, key, verdict, None, round(time.perf_counter() - t0, 4), round(time.process_time() - c0, 4)
+        )
     except FirstfaultError as exc:
         return BatchResult(path, None, None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 0.0)
     except (OSError, ValueError, MemoryError, RecursionError) as exc:
