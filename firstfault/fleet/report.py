@@ -76,11 +76,12 @@ def render_html(rep: Fleet, timeline: Sequence[tuple[float, Category]], top: int
         f"<p>{rep.failed:,} failed and {rep.healthy:,} healthy runs; lemon test: Poisson over "
         f"{rep.population.get('host', 0):,} hosts, Bonferroni alpha {p.alpha:g}, at least {p.min_jobs} jobs "
         f"(docs/fleet.md).</p>",
-        f"<h2>Lemon nodes ({len(rep.lemon_hosts())})</h2>",
-        _places_table([x for x in rep.places if x.lemon]),
+        f"<p>Lemon nodes ({len(rep.lemon_hosts())}): {html.escape(', '.join(rep.lemon_hosts()) or 'none')}</p>",
         bars_svg("Incidents per week", weeks),
         bars_svg("Top hosts (distinct failed jobs)", [(x.place, float(x.jobs)) for x in hosts], horizontal=True),
         bars_svg("Category mix", [(c, float(n)) for c, n in mix], horizontal=True),
+        "<h2>Lemons</h2>",
+        _places_table([x for x in rep.places if x.lemon]),
         "<h2>Hosts, GPUs and links</h2>",
         _places_table(rep.places[: top * 3]),
         "<h2>Signatures</h2><table><tr><th>signature</th><th>failed runs</th><th>healthy runs</th><th></th></tr>",
