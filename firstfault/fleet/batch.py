@@ -92,6 +92,8 @@ def analyze_one(path: str, signature_dirs: tuple[str, ...] = ()) -> BatchResult:
         return BatchResult(path, None, None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 0.0)
     except (OSError, ValueError, MemoryError, RecursionError) as exc:
         return BatchResult(path, None, None, f"{type(exc).__name__}: {exc}", 0.0)
+    except Exception as exc:  # a bug on one bundle must not end a batch of thousands
+        return BatchResult(path, None, None, f"internal error ({type(exc).__name__}: {exc}); please report it", 0.0)
 
 
 def _analyze_chunk(paths: Sequence[str], signature_dirs: tuple[str, ...]) -> list[BatchResult]:
