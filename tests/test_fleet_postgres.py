@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,40 +29,38 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def pg_url() -> Iterator[str]:
     if not BINS:
         pytest.skip("no PostgreSQL server binaries (apt-get install postgresql)")
     bindir = Path(BINS[-1]).parent
-    root = tmp_path_factory.mktemp("pg")
+    # a folder of its own under /tmp: the server's user must reach its socket there
+    root = Path(tempfile.mkdtemp(prefix="firstfault-pg-"))
     as_user: list[str] = []
     if os.geteuid() == 0:  # initdb refuses to run as root: run the server as the postgres user
         if shutil.which("runuser") is None:
+            shutil.rmtree(root)
             pytest.skip("running as root without runuser")
         as_user = ["runuser", "-u", "postgres", "--"]
         shutil.chown(root, "postgres")
-        root.chmod(0o755)
-        for parent in root.parents:  # the socket directory must be reachable by that user
-            if parent == Path(parent.anchor):
-                break
-            parent.chmod(parent.stat().st_mode | 0o011)
     data, port = root / "data", _free_port()
-    subprocess.run(
-        [*as_user, bindir / "initdb", "-D", data, "-A", "trust", "-U", "ff", "--no-sync"],
-        check=True,
-        capture_output=True,
-    )
-    opts = f"-k {root} -p {port} -c listen_addresses='' -c fsync=off"
-    subprocess.run(
-        [*as_user, bindir / "pg_ctl", "-D", data, "-o", opts, "-l", root / "log", "-w", "start"],
-        check=True,
-        capture_output=True,
-    )
     try:
+        subprocess.run(
+            [*as_user, bindir / "initdb", "-D", data, "-A", "trust", "-U", "ff", "--no-sync"],
+            check=True,
+            capture_output=True,
+        )
+        opts = f"-k {root} -p {port} -c listen_addresses='' -c fsync=off"
+        subprocess.run(
+            [*as_user, bindir / "pg_ctl", "-D", data, "-o", opts, "-l", root / "log", "-w", "start"],
+            check=True,
+            capture_output=True,
+        )
         yield f"postgresql://ff@/postgres?host={root}&port={port}"
     finally:
         subprocess.run(
             [*as_user, bindir / "pg_ctl", "-D", data, "-m", "fast", "-w", "stop"], check=False, capture_output=True
         )
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _v(job: str, host: str, ts: float) -> dict[str, object]:
