@@ -26,6 +26,7 @@ LAYERS = [
     ("firstfault.report", 6),
     ("firstfault.pipeline", 7),
     ("firstfault.signatures", 7),
+    ("firstfault.fleet", 8),  # beside the pipeline: calls it, keeps its verdicts
     ("firstfault.cli", 9),
     ("firstfault", 8),  # the package itself: the public API
 ]

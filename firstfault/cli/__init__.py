@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from firstfault.cli import analyze, bench, fr, simulate
+from firstfault.cli import analyze, bench, fleet, fr, simulate
 
 app = typer.Typer(
     help="Find the first failure in a failed distributed training job.",
@@ -26,6 +26,9 @@ app.add_typer(
     help="Simulate failures on real workloads (needs the torch extra: pip install 'firstfault\\[torch]').",
 )
 app.add_typer(bench.app, name="bench")
+app.add_typer(fleet.history_app, name="history")
+app.add_typer(fleet.fleet_app, name="fleet")
+app.registered_commands.extend(fleet.app.registered_commands)  # batch DIR
 
 
 def _interrupted(_signum: int, _frame: object) -> None:

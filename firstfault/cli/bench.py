@@ -193,3 +193,38 @@ def scale_speed(
         limit_s=limit,
     )
     typer.echo(render_speed(rows))
+
+
+@app.command("fleet")
+def bench_fleet(
+    out: Annotated[Path, typer.Argument(help="Folder for fleet.md and fleet.json")],
+    nodes: Annotated[int, typer.Option("--nodes", help="Hosts in the simulated fleet")] = 2000,
+    jobs: Annotated[int, typer.Option("--jobs", help="Jobs over the period")] = 10000,
+    days: Annotated[float, typer.Option("--days", help="Period, days")] = 90.0,
+    factors: Annotated[str, typer.Option("--factors", help="Comma-separated lemon factors to sweep")] = "25,50,100,150",
+    seeds: Annotated[str, typer.Option("--seeds", help="Comma-separated seeds")] = "0,1,2",
+    batch: Annotated[
+        Path | None, typer.Option("--batch", help="Also time batch analysis of the bundles in this folder")
+    ] = None,
+    corpus: Annotated[int, typer.Option("--corpus", help="Cluster-simulator bundles to add to --batch's folder")] = 0,
+    workers: Annotated[str, typer.Option("--workers", help="Comma-separated worker counts for --batch")] = "1,2",
+    ray: Annotated[bool, typer.Option("--ray/--no-ray", help="Include Ray in --batch")] = True,
+) -> None:
+    """Lemon-node precision/recall against the fleet simulator's truth; batch bundles/s by workers."""
+    from firstfault_bench.fleet import as_dicts, bench_batch, make_corpus, render_batch, render_lemons, sweep
+    from firstfault_sim.fleet import FleetConfig
+
+    out.mkdir(parents=True, exist_ok=True)
+    base = FleetConfig(nodes=nodes, jobs=jobs, days=days)
+    rows = sweep(base, [float(x) for x in factors.split(",") if x.strip()], [int(x) for x in seeds.split(",") if x])
+    text = render_lemons(rows, base)
+    result: dict[str, object] = {"lemons": as_dicts(rows)}
+    if batch is not None:
+        if corpus:
+            make_corpus(batch, corpus)
+        brows = bench_batch(batch, [int(x) for x in workers.split(",") if x.strip()], ray=ray)
+        text += "\n" + render_batch(brows)
+        result["batch"] = as_dicts(brows)
+    (out / "fleet.md").write_text(text, encoding="utf-8")
+    (out / "fleet.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    typer.echo(text)

@@ -214,3 +214,51 @@ def cluster_cmd(
         f"{gen['simulate'] + gen['write']:.1f} s)",
         highlight=False,
     )
+
+
+@app.command("fleet")
+def fleet_cmd(
+    out: Annotated[Path, typer.Option("--out", help="Folder for verdicts.jsonl and truth.json (or the bundles).")],
+    nodes: Annotated[int, typer.Option("--nodes", help="Hosts in the fleet (8 GPUs each).")] = 2000,
+    jobs: Annotated[int, typer.Option("--jobs", help="Jobs over the period.")] = 10000,
+    days: Annotated[float, typer.Option("--days", help="Length of the period, days.")] = 90.0,
+    lemons: Annotated[int, typer.Option("--lemons", help="Lemon nodes among the hosts.")] = 20,
+    lemon_factor: Annotated[
+        float, typer.Option("--lemon-factor", help="How many times more often a lemon fails (assumption).")
+    ] = 150.0,
+    rate_scale: Annotated[
+        float, typer.Option("--rate-scale", help="Multiply every published failure rate (small demos).")
+    ] = 1.0,
+    bundles: Annotated[
+        bool, typer.Option("--bundles", help="Write real cluster-simulator bundles of the failed jobs (small fleets).")
+    ] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed: same seed, same fleet.")] = 0,
+) -> None:
+    """Months of jobs over a fleet with Table 5 failure rates of the Llama 3 paper and a few lemon nodes."""
+    from firstfault_sim.fleet import FleetConfig, simulate_fleet, truth, write_bundles, write_verdicts
+
+    try:
+        cfg = FleetConfig(
+            nodes=nodes,
+            jobs=jobs,
+            days=days,
+            lemons=lemons,
+            lemon_factor=lemon_factor,
+            rate_scale=rate_scale,
+            whole_fleet=bundles,
+            seed=seed,
+        )
+        outcome = simulate_fleet(cfg)
+        if bundles:
+            written = write_bundles(outcome, out)
+            where = f"{len(written)} bundles under {out}"
+        else:
+            where = str(write_verdicts(outcome, out))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    t = truth(outcome)
+    Console(highlight=False).print(
+        f"{t['jobs']:,} jobs on {nodes:,} nodes over {days:g} days: {t['failed']:,} failed "
+        f"({t['lemon_failures']} on lemons, {t['misattributed']} verdicts naming the wrong host); "
+        f"lemons {', '.join(x['host'] for x in t['lemons'][:8])}{' ...' if len(t['lemons']) > 8 else ''} -> {where}"
+    )
