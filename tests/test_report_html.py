@@ -371,6 +371,18 @@ def test_large_model_is_aggregated(big: dict[str, Any]) -> None:
     assert len(html.encode()) < 10 * 1024 * 1024
 
 
+def test_event_count_is_the_terminals_when_the_root_is_not_in_the_chain() -> None:
+    """Issue 13: the page counted 12 events where the terminal counted 11 (the root, drawn on the
+    page though the chain lacked it, was counted as one more error event)."""
+    import firstfault
+    from conftest import EXAMPLE
+
+    if not EXAMPLE.is_dir():
+        pytest.skip(f"{EXAMPLE} is absent")
+    vd = firstfault.analyze(EXAMPLE).to_dict()
+    assert build_model(vd)["n_events"] == vd.get("causal_chain_total", len(vd["causal_chain"]))
+
+
 def test_hostile_text_cannot_close_the_script() -> None:
     evil = "RuntimeError: </script><script>window.__pwned=1</script><!-- {a|b} & \u2028"
     html = render_html(four_rank_verdict(hostile=evil).to_dict())

@@ -338,7 +338,9 @@ class _Builder:
             "rank_gpu": pl.rank_gpu if any(g is not None for g in pl.rank_gpu) else None,
             "pseudo_hosts": sorted(pl.host_index[h] for h in pl.pseudo),
             "marks": marks,
-            "n_events": len(chain),
+            # what the verdict's chain counts, as the terminal and Markdown say it (the root drawn
+            # on the page when the chain lacks it is not one more error event)
+            "n_events": _int_or_none(v.get("causal_chain_total")) or len(self.chain),
             "progress": self._progress(),
             "topology": topo,
             "flight_recorder": self._fr(fr),
