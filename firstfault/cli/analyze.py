@@ -35,7 +35,8 @@ def analyze(
     markdown: Annotated[Path | None, typer.Option("--markdown", help="Write a Markdown report here")] = None,
     html: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here")] = None,
     signatures: Annotated[
-        list[Path] | None, typer.Option("--signatures", help="Extra signature directory or file (repeatable)")
+        list[Path] | None,
+        typer.Option("--signatures", metavar="PATH", help="Extra signature directory or file (repeatable)"),
     ] = None,
 ) -> None:
     """Analyse what a failed job left behind and print the verdict."""
@@ -78,7 +79,9 @@ def analyze(
 
 @app.command("signatures")
 def signatures_cmd(
-    extra: Annotated[list[Path] | None, typer.Option("--signatures", help="Extra signature dir/file")] = None,
+    extra: Annotated[
+        list[Path] | None, typer.Option("--signatures", metavar="PATH", help="Extra signature dir/file")
+    ] = None,
     check: Annotated[bool, typer.Option("--check", help="Verify every example line matches its pattern")] = False,
 ) -> None:
     """List the signature registry (built-in plus --signatures), or check it."""
