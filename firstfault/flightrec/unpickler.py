@@ -217,7 +217,7 @@ def restricted_loads(data: bytes, source: str = "<bytes>") -> Any:  # noqa: C901
     op = -1
     # Memory, not file size, is what a hostile dump spends: look at the process's resident size
     # every _RSS_EVERY bytes of input (one comparison per opcode) and refuse past the budget.
-    budget = settings.current().limits.fr_decode_bytes
+    budget = decode_budget(n)
     rss0 = _rss_bytes()
     check_at = _RSS_EVERY if rss0 is not None else n + 1
     try:
@@ -535,6 +535,12 @@ class _NoGlobalsUnpickler(pickle.Unpickler):
 _json_encode = json.JSONEncoder(check_circular=True, allow_nan=True).encode
 
 
+def decode_budget(size: int) -> int:
+    """Bytes decoding a dump of ``size`` bytes may add: ``Limits.fr_decode_bytes`` counts the
+    file's own bytes too (they are in memory while it decodes), with at least 64 MiB to decode in."""
+    return max(64 * 1024 * 1024, settings.current().limits.fr_decode_bytes - size)
+
+
 def _rss_bytes() -> int | None:
     """Resident set size of this process (Linux ``/proc``), or None where unknown."""
     try:
@@ -614,7 +620,7 @@ class FastLoader:
         self._calls += 1
         if self._calls % 16 == 0:
             self._vm = _vm_bytes() or self._vm
-        budget = settings.current().limits.fr_decode_bytes
+        budget = decode_budget(len(data))
         cap = self._vm + min(self._SLACK + 32 * len(data), budget)
         if self._hard != resource.RLIM_INFINITY:
             cap = min(cap, self._hard)
