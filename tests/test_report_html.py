@@ -374,8 +374,9 @@ def test_large_model_is_aggregated(big: dict[str, Any]) -> None:
 def test_event_count_is_the_terminals_when_the_root_is_not_in_the_chain() -> None:
     """Issue 13: the page counted 12 events where the terminal counted 11 (the root, drawn on the
     page though the chain lacked it, was counted as one more error event)."""
-    import firstfault
     from conftest import EXAMPLE
+
+    import firstfault
 
     if not EXAMPLE.is_dir():
         pytest.skip(f"{EXAMPLE} is absent")
