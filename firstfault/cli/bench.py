@@ -49,7 +49,7 @@ def bench_generate(
     seed: Annotated[int, typer.Option(help="Seed of the case plan")] = 0,
     jobs: Annotated[int, typer.Option(help="Simulations run at once")] = 2,
 ) -> None:
-    """Generate a labelled case set with the real simulator (needs firstfault[torch])."""
+    """Generate a labelled case set with the real simulator (needs firstfault\\[torch])."""
     from firstfault_bench.cases import generate
 
     paths = generate(out, count=count, seed=seed, jobs=jobs)

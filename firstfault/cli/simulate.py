@@ -138,7 +138,7 @@ def cluster_cmd(
         list[str] | None,
         typer.Option(
             "--fault",
-            help="KIND[@TIME][:TARGET], repeatable. TIME: seconds after training starts "
+            help="KIND\\[@TIME]\\[:TARGET], repeatable. TIME: seconds after training starts "
             "(300, 5m) or stepN; TARGET: rank=N (or N), host=NAME, gpu=HOST/K, link=HOST/K. "
             f"Kinds: {', '.join(CLUSTER_FAULT_KINDS)}.",
         ),
