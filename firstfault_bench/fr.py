@@ -39,7 +39,8 @@ from firstfault.flightrec.unpickler import restricted_load_file
 __all__ = ["CaseResult", "ScaleResult", "bench_fr", "make_synthetic"]
 
 DEFAULT_NVRX = Path(__file__).resolve().parents[1].parent / "shared" / "peer-data" / "nvrx-fr-traces"
-DEFAULT_SAMPLES = Path("/tmp/ff_samples")
+#: the repository's own bundles with dumps and a truth.json (no developer-local default)
+DEFAULT_SAMPLES = Path(__file__).resolve().parents[1] / "examples" / "bundles"
 _FR_TRACE = "torch.distributed.flight_recorder.fr_trace"
 _MISSING_RE = re.compile(r"missing ranks: \{([\d,\s]*)\}")
 _CULPRIT_RE = re.compile(r"Culprit rank (\d+)")
@@ -192,7 +193,8 @@ def _injected(case_dir: Path) -> tuple[list[int], int | None]:
 
 
 def find_cases(extra: list[str] | None = None) -> list[tuple[str, Path]]:
-    """Case directories: given paths, else simulator bundles and nvrx cases if present."""
+    """Case directories: given paths, else the repository's example bundles and the nvrx cases in
+    ``shared/`` where present."""
     out: list[tuple[str, Path]] = []
     if extra:
         for p in extra:

@@ -83,7 +83,10 @@ def bench_inflate(
 @app.command("fr")
 def fr(
     cases: Annotated[
-        list[str] | None, typer.Argument(help="Case dirs (default: /tmp/ff_samples/* and nvrx cases).")
+        list[str] | None,
+        typer.Argument(
+            help="Case dirs (default: examples/bundles/* and, where present, shared/peer-data/nvrx-fr-traces/*)."
+        ),
     ] = None,
     synthetic: Annotated[
         str, typer.Option("--synthetic", help="Comma-separated synthetic rank counts; '' to skip.")
