@@ -27,6 +27,7 @@ LAYERS = [
     ("firstfault.pipeline", 7),
     ("firstfault.signatures", 7),
     ("firstfault.cli", 9),
+    ("firstfault.audit", 8),
     ("firstfault", 8),  # the package itself: the public API
 ]
 BESIDE = ("firstfault_sim", "firstfault_bench")

@@ -193,3 +193,36 @@ def scale_speed(
         limit_s=limit,
     )
     typer.echo(render_speed(rows))
+
+
+@app.command("audit")
+def bench_audit(
+    layouts: Annotated[list[Path], typer.Argument(help="Layout files (YAML/JSON) to audit and simulate")],
+    classes: Annotated[str, typer.Option(help="Comma-separated component classes (default: all)")] = "",
+    seed: Annotated[int, typer.Option(help="Simulator seed")] = 1,
+    markdown: Annotated[Path | None, typer.Option("--markdown", help="Also write the table as Markdown")] = None,
+) -> None:
+    """The audit's blast radius and detection time against the cluster simulator, per component
+    class and layout (simulate the fault, analyse the bundle, compare). Exit 1 on any mismatch."""
+    from firstfault.audit import load_layout
+    from firstfault.vocab.errors import InputError
+    from firstfault_bench.audit import check_layout
+    from firstfault_bench.audit import markdown as to_markdown
+
+    rows = []
+    wanted = tuple(c for c in classes.split(",") if c)
+    for path in layouts:
+        try:
+            lay = load_layout(path)
+        except InputError as exc:
+            raise fail(exc) from None
+        for row in check_layout(lay, seed=seed, classes=wanted):
+            rows.append(row)
+            print(to_markdown([row]).splitlines()[-1], flush=True)
+    table = to_markdown(rows)
+    print(table)
+    if markdown is not None:
+        markdown.write_text(table + "\n", encoding="utf-8")
+    bad = [r for r in rows if not r.ok]
+    print(f"{len(rows) - len(bad)}/{len(rows)} rows agree")
+    raise typer.Exit(1 if bad else 0)
