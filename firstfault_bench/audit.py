@@ -64,14 +64,13 @@ class Row:
     seconds: float
 
     @property
+    def blast_ok(self) -> bool:
+        """The audit's prediction equals the simulation (direct ranks, ranks stopped, detection, timeouts)."""
+        return self.direct_equal and self.pred_stopped == self.sim_stopped and self.detect_ok and self.timeouts_ok
+
+    @property
     def ok(self) -> bool:
-        return (
-            self.direct_equal
-            and self.pred_stopped == self.sim_stopped
-            and self.detect_ok
-            and self.timeouts_ok
-            and self.verdict_ok
-        )
+        return self.blast_ok and self.verdict_ok
 
 
 def sim_faults(lay: Layout, b: Blast) -> list[str]:
@@ -179,17 +178,19 @@ def check_layout(lay: Layout, *, seed: int = 1, classes: tuple[str, ...] = ()) -
 
 HEADER = (
     "| layout | ranks | class | simulated as | direct ranks (pred / sim, equal) | ranks stopped (pred / sim) "
-    "| detection s: predicted window | simulated | timeouts fire (pred / sim count) | analyze names | right | s |"
+    "| detection s: predicted window | simulated | timeouts fire (pred / sim count) | prediction = simulation "
+    "| analyze names | analyze right | s |"
 )
 
 
 def markdown(rows: list[Row]) -> str:
-    out = [HEADER, "|" + "---|" * 12]
+    out = [HEADER, "|" + "---|" * 13]
     for r in rows:
         out.append(
             f"| {r.layout} | {r.world} | {r.cls} | {r.faults} | {r.pred_direct} / {r.sim_direct}, "
             f"{'yes' if r.direct_equal else 'NO'} | {r.pred_stopped} / {r.sim_stopped} | {r.pred_detect} | "
             f"{r.sim_detect_s} {'ok' if r.detect_ok else 'OUTSIDE'} | {'yes' if r.pred_timeouts else 'no'} / "
-            f"{r.sim_timeouts} | {r.verdict} | {'yes' if r.verdict_ok else 'NO'} | {r.seconds} |"
+            f"{r.sim_timeouts} | {'yes' if r.blast_ok else 'NO'} | {r.verdict} | {'yes' if r.verdict_ok else 'NO'} "
+            f"| {r.seconds} |"
         )
     return "\n".join(out)

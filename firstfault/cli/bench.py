@@ -223,6 +223,7 @@ def bench_audit(
     print(table)
     if markdown is not None:
         markdown.write_text(table + "\n", encoding="utf-8")
-    bad = [r for r in rows if not r.ok]
-    print(f"{len(rows) - len(bad)}/{len(rows)} rows agree")
-    raise typer.Exit(1 if bad else 0)
+    blast = sum(1 for r in rows if r.blast_ok)
+    named = sum(1 for r in rows if r.verdict_ok)
+    print(f"prediction = simulation: {blast}/{len(rows)}; analyze names the faulted component: {named}/{len(rows)}")
+    raise typer.Exit(0 if all(r.ok for r in rows) else 1)
