@@ -33,7 +33,17 @@ def evidence_for(lay: Layout, cls: ComponentClass, det: Detection) -> tuple[Evid
         out.append(
             Evidence("kernel log of the GPU's host", f"NVRM: Xid {XID[cls]} with the GPU's PCI address", ev.kernel_logs)
         )
-        if cls != ComponentClass.GPU_HANG:
+        if cls == ComponentClass.GPU_HANG:
+            hb = lay.timeouts
+            out.append(
+                Evidence(
+                    "the hung rank's stderr",
+                    f"if the hang also blocks its watchdog thread: the heartbeat monitor's report and the "
+                    f"process killed after {hb.heartbeat_timeout_s:.0f} s (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC)",
+                    hb.heartbeat,
+                )
+            )
+        else:
             out.append(Evidence("the rank's stderr", "the watchdog's CUDA error, then the abort", True))
             out.append(Evidence("torchrun on the host", "ChildFailedError naming the rank and its exit code", True))
     if cls in (ComponentClass.NIC, ComponentClass.LEAF):

@@ -114,10 +114,6 @@ class Layout:
         return self.hosts * self.gpus_per_host
 
     @property
-    def nics(self) -> int:
-        return self.nics_per_host or self.gpus_per_host
-
-    @property
     def ib_retry_s(self) -> float:
         """How long NCCL keeps retrying an IB send before the completion error: 4.096 us x
         2^NCCL_IB_TIMEOUT per try, NCCL_IB_RETRY_CNT + 1 tries (NCCL environment docs)."""

@@ -26,7 +26,9 @@ def stress(
     fault: Annotated[
         list[str] | None, typer.Option("--fault", help="KIND@STEP[:RANK], repeatable (default: every kind at step 7)")
     ] = None,
-    nproc: Annotated[int, typer.Option(help="Workers (torchrun --nproc-per-node)")] = 2,
+    nproc: Annotated[
+        int, typer.Option(help="Workers (torchrun --nproc-per-node); desync needs >= 3 for a majority")
+    ] = 4,
     steps: Annotated[int, typer.Option(help="Training steps per job")] = 10,
     ckpt_every: Annotated[int, typer.Option(help="Checkpoint every N steps")] = 3,
     timeout: Annotated[float, typer.Option(help="Process-group timeout, seconds")] = 10.0,
