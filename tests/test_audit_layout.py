@@ -103,3 +103,48 @@ def test_another_order_by_hand() -> None:
     assert grid.members(17, "tp") == list(range(16, 24))
     assert grid.members(17, "pp") == [17, 25]
     assert grid.members(17, "dp") == [1, 17]
+
+
+def test_layout_from_the_simulators_sbatch(tmp_path: Path) -> None:
+    """The cluster simulator writes the job.sbatch a real job would have; reading it back gives
+    the layout it simulated."""
+    from firstfault_sim.cluster import Layout as SL
+    from firstfault_sim.cluster import SimConfig, simulate_cluster
+
+    cfg = SimConfig(hosts=4, gpus_per_host=8, layout=SL(tp=8, pp=2), nccl_timeout_s=300, steps=20, noise=0)
+    simulate_cluster(cfg, tmp_path / "b")
+    lay = load_layout(tmp_path / "b" / "job.sbatch")
+    assert (lay.hosts, lay.gpus_per_host, lay.parallel.tp, lay.parallel.pp) == (4, 8, 8, 2)
+    assert lay.timeouts.nccl_timeout_s == 300
+    ev = lay.evidence
+    assert (ev.flight_recorder_entries, ev.dump_on_timeout, ev.nccl_debug) == (2000, True, "WARN")
+    assert lay.launcher.kill_on_bad_exit and lay.launcher.max_restarts == 0
+
+
+def test_layout_from_a_real_capture_sbatch_with_overlay(tmp_path: Path) -> None:
+    script = ROOT / "tests" / "fixtures" / "slurm" / "torch_exception_torchrun" / "job.sbatch"
+    lay = load_layout(script)
+    assert (lay.hosts, lay.gpus_per_host, lay.timeouts.nccl_timeout_s) == (2, 2, 10.0)
+    assert not lay.launcher.kill_on_bad_exit  # `srun -l` without -K: srun's default is off
+    assert lay.evidence.flight_recorder_entries == 0  # nothing exported: the flight recorder is off
+    over = tmp_path / "over.json"
+    over.write_text(json.dumps({"hosts_per_leaf": 1, "evidence": {"kernel_logs": True}}), encoding="utf-8")
+    lay2 = load_layout(script, over)
+    assert lay2.hosts_per_leaf == 1 and lay2.evidence.kernel_logs and lay2.hosts == 2
+
+
+def test_script_without_nodes_is_one_line(tmp_path: Path) -> None:
+    p = tmp_path / "run.sh"
+    p.write_text("#!/bin/bash\ntorchrun --nproc-per-node 8 train.py --tensor-model-parallel-size 8\n", encoding="utf-8")
+    with pytest.raises(InputError, match="no '#SBATCH --nodes'"):
+        load_layout(p)
+    p.write_text(
+        "#!/bin/bash\n#SBATCH -N 16\nexport NCCL_DEBUG=WARN TORCH_NCCL_TRACE_BUFFER_SIZE=4000\n"
+        "srun -K torchrun --nproc_per_node=8 pretrain_gpt.py --tensor-model-parallel-size 8 "
+        "--pipeline-model-parallel-size 2 --distributed-timeout-minutes 30\n",
+        encoding="utf-8",
+    )
+    lay = load_layout(p)
+    assert (lay.hosts, lay.gpus_per_host, lay.parallel.tp, lay.parallel.pp) == (16, 8, 8, 2)
+    assert lay.timeouts.nccl_timeout_s == 1800 and lay.launcher.kill_on_bad_exit
+    assert lay.evidence.flight_recorder_entries == 4000 and lay.evidence.nccl_debug == "WARN"

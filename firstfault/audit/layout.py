@@ -227,23 +227,55 @@ def check(lay: Layout) -> None:
         raise InputError("layout: timeouts.ib_timeout must be <= 31 (NCCL_IB_TIMEOUT)")
 
 
-def load_layout(path: Path | str) -> Layout:
-    """Read a YAML or JSON layout file; one :class:`InputError` line on anything unusable."""
-    p = Path(path)
+SCRIPT_SUFFIXES = (".sh", ".sbatch", ".slurm", ".bash")
+
+
+def _read(p: Path) -> str:
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"layout: cannot read {p}: {exc}") from None
     if len(text) > 1 << 20:
         raise InputError(f"layout: {p} is over 1 MiB; a layout is a few lines")
+    return text
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_layout(path: Path | str, overlay: Path | str | None = None) -> Layout:
+    """Read a YAML or JSON layout, or a launch script (sbatch/srun/torchrun, see ``launch``);
+    ``overlay`` (YAML/JSON) adds or overrides keys. One :class:`InputError` line on anything unusable."""
+    p = Path(path)
+    text = _read(p)
+    if p.suffix.lower() in SCRIPT_SUFFIXES or text.startswith("#!"):
+        from firstfault.audit.launch import layout_doc_from_script
+
+        doc: Any = layout_doc_from_script(text)
+    else:
+        doc = _parse(p, text)
+    if overlay is not None:
+        extra = _parse(Path(overlay), _read(Path(overlay)))
+        if not isinstance(doc, dict) or not isinstance(extra, dict):
+            raise InputError("layout: the layout and the overlay must both be mappings")
+        doc = _merge(doc, extra)
+    if isinstance(doc, dict) and "hosts" not in doc and (p.suffix.lower() in SCRIPT_SUFFIXES or text.startswith("#!")):
+        raise InputError(f"layout: {p} has no '#SBATCH --nodes'; give hosts in an overlay (--with)")
+    return layout_from_dict(doc)
+
+
+def _parse(p: Path, text: str) -> Any:
     if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
         try:
             doc = json.loads(text)
         except ValueError as exc:
             raise InputError(f"layout: {p} is not valid JSON: {exc}") from None
-    else:
-        doc = _yaml(p, text)
-    return layout_from_dict(doc)
+        return doc
+    return _yaml(p, text)
 
 
 def _yaml(p: Path, text: str) -> Any:

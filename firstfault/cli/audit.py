@@ -26,18 +26,24 @@ SEV_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 @app.command()
 def audit(
-    layout: Annotated[Path, typer.Argument(help="Layout file (YAML or JSON): hosts, GPUs, parallel sizes, timeouts")],
+    layout: Annotated[
+        Path, typer.Argument(help="Layout file (YAML or JSON), or the job's launch script (sbatch/srun/torchrun)")
+    ],
+    with_: Annotated[
+        Path | None, typer.Option("--with", help="YAML/JSON keys added to (and overriding) the layout or script")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the audit as one JSON object")] = False,
     html: Annotated[Path | None, typer.Option("--html", help="Write the HTML page (heatmap, blast, findings)")] = None,
 ) -> None:
     """Audit a training job's layout: per component class, who stops, when it is noticed, what
     evidence is left; configuration findings; checkpoint interval and goodput."""
     from firstfault.audit import audit as run_audit
+    from firstfault.audit import load_layout
     from firstfault.vocab.errors import FirstfaultError
 
     target = output_path(html, "html") if html is not None else None
     try:
-        rep = run_audit(layout)
+        rep = run_audit(load_layout(layout, with_))
         if target is not None:
             from firstfault.audit.html import write_html
 
