@@ -43,7 +43,7 @@ def colour(v: float) -> str:
 def heatmap(rep: AuditReport) -> str:
     lay = rep.layout
     g = lay.gpus_per_host
-    c = 10 if lay.hosts <= 64 else 5
+    c = 18 if lay.hosts <= 16 else 10 if lay.hosts <= 64 else 5
     host_w, host_h = c + 2, g * c + 6
     per_row = min(HOSTS_PER_ROW, lay.hosts)
     rows = (lay.hosts + per_row - 1) // per_row
