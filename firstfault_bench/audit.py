@@ -59,6 +59,7 @@ class Row:
     pred_timeouts: bool
     sim_timeouts: int
     timeouts_ok: bool
+    pred_attributable: bool
     verdict: str
     verdict_ok: bool | None  # None: analyze not run (--no-analyze)
     seconds: float
@@ -69,8 +70,13 @@ class Row:
         return self.direct_equal and self.pred_stopped == self.sim_stopped and self.detect_ok and self.timeouts_ok
 
     @property
+    def attribution_ok(self) -> bool:
+        """``analyze`` names the component exactly where the audit said the fault is attributable."""
+        return self.verdict_ok is None or self.verdict_ok == self.pred_attributable
+
+    @property
     def ok(self) -> bool:
-        return self.blast_ok and self.verdict_ok is not False
+        return self.blast_ok and self.attribution_ok
 
 
 def sim_faults(lay: Layout, b: Blast) -> list[str]:
@@ -172,6 +178,7 @@ def check_blast(lay: Layout, b: Blast, *, seed: int = 1, keep: Path | None = Non
         pred_timeouts=d.timeouts_fire,
         sim_timeouts=len(o.timeouts),
         timeouts_ok=d.timeouts_fire == bool(o.timeouts),
+        pred_attributable=b.attributable,
         verdict=verdict,
         verdict_ok=verdict_ok,
         seconds=round(time.perf_counter() - t0, 1),
@@ -186,7 +193,7 @@ def check_layout(lay: Layout, *, seed: int = 1, classes: tuple[str, ...] = (), a
 HEADER = (
     "| layout | ranks | class | simulated as | direct ranks (pred / sim, equal) | ranks stopped (pred / sim) "
     "| detection s: predicted window | simulated | timeouts fire (pred / sim count) | prediction = simulation "
-    "| analyze names | analyze right | s |"
+    "| attributable (audit) | analyze names | analyze right | s |"
 )
 
 
@@ -195,13 +202,14 @@ def _yn(v: bool | None) -> str:
 
 
 def markdown(rows: list[Row]) -> str:
-    out = [HEADER, "|" + "---|" * 13]
+    out = [HEADER, "|" + "---|" * 14]
     for r in rows:
         out.append(
             f"| {r.layout} | {r.world} | {r.cls} | {r.faults} | {r.pred_direct} / {r.sim_direct}, "
             f"{'yes' if r.direct_equal else 'NO'} | {r.pred_stopped} / {r.sim_stopped} | {r.pred_detect} | "
             f"{r.sim_detect_s} {'ok' if r.detect_ok else 'OUTSIDE'} | {'yes' if r.pred_timeouts else 'no'} / "
-            f"{r.sim_timeouts} | {'yes' if r.blast_ok else 'NO'} | {r.verdict} | {_yn(r.verdict_ok)} "
+            f"{r.sim_timeouts} | {'yes' if r.blast_ok else 'NO'} | {'yes' if r.pred_attributable else 'no'} "
+            f"| {r.verdict} | {_yn(r.verdict_ok)} "
             f"| {r.seconds} |"
         )
     return "\n".join(out)

@@ -65,8 +65,13 @@ def test_attribution_follows_the_evidence_kept() -> None:
     assert not off["nic"].attributable and not off["host"].attributable
     fr = by_class(SMALL | {"evidence": {"flight_recorder_entries": 2000, "dump_on_timeout": True}})
     assert fr["gpu_hang"].attributable
-    on = by_class(SMALL | {"evidence": KEEP | {"scheduler_logs": True}})
+    on = by_class(SMALL | {"evidence": KEEP | {"scheduler_logs": True, "nccl_debug": "INFO"}})
     assert all(x.attributable for x in on.values())
+    # NCCL_DEBUG=WARN: a lost host's peers name only its address, and the scheduler notices after
+    # the job ended; the rack (a whole pipeline stage) is noticed by the scheduler while it waits
+    warn = by_class(SMALL | {"evidence": KEEP | {"scheduler_logs": True}})
+    assert not warn["host"].attributable and warn["rack"].attributable
+    assert warn["nic"].attributable and warn["leaf_switch"].attributable
 
 
 def test_findings() -> None:
@@ -80,7 +85,11 @@ def test_findings() -> None:
     assert codes["tp_across_hosts"] == "warning" and codes["nccl_debug_unset"] == "warning"
     nodump = audit(layout_from_dict({"hosts": 2, "evidence": {"flight_recorder_entries": 2000}}))
     assert "no_dump_on_timeout" in {f.code for f in nodump.findings}
-    good = audit(layout_from_dict(SMALL | {"evidence": KEEP | {"scheduler_logs": True}, "spares": {"nodes": 1}}))
+    good = audit(
+        layout_from_dict(
+            SMALL | {"evidence": KEEP | {"scheduler_logs": True, "nccl_debug": "INFO"}, "spares": {"nodes": 1}}
+        )
+    )
     assert not [f for f in good.findings if str(f.severity) == "critical"]
     # one leaf switch per pipeline stage: a switch takes every replica of a shard
     rail = audit(layout_from_dict({"hosts": 4, "hosts_per_leaf": 2, "parallel": {"tp": 8, "pp": 2}}))

@@ -100,8 +100,23 @@ def attribution(lay: Layout, cls: ComponentClass, det: Detection, ev: tuple[Evid
             False,
             "NCCL_DEBUG unset and no kernel log: the peers abort with ncclRemoteError and nothing names the port",
         )
-    if "slurmctld log" in got or "stdout of the peers across the fault" in got:
-        return True, "the host's silence, confirmed by slurmctld or by its peers' completion errors naming its address"
+    return _lost_host(lay, det, got)
+
+
+def _lost_host(lay: Layout, det: Detection, got: set[str]) -> tuple[bool, str]:
+    """A lost host prints nothing; what names it is the scheduler noticing while the job still
+    runs, or its peers' completion errors, whose peer *address* maps to a host only through
+    NCCL's INFO init lines (``NCCL_DEBUG=INFO``: each rank prints its host and interfaces)."""
+    if det.mechanism == Mechanism.SCHEDULER and "slurmctld log" in got:
+        return True, "slurmctld sets the silent host DOWN while the job still waits: the job ends on its node failure"
+    info = lay.evidence.nccl_debug.upper() in ("INFO", "TRACE")
+    if "stdout of the peers across the fault" in got and info:
+        return True, "its peers' completion errors name its address, and NCCL's INFO init lines map it to the host"
+    if "stdout of the peers across the fault" in got:
+        return False, (
+            "its peers' completion errors name only an address (NCCL_DEBUG=WARN prints no init lines to map it to "
+            "a host) and slurmctld notices after the job ended: a verdict will name the peer's link, not the host"
+        )
     return False, "the host only falls silent: without the scheduler's log or NCCL's warnings nothing names it"
 
 

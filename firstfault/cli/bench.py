@@ -229,5 +229,9 @@ def bench_audit(
     blast = sum(1 for r in rows if r.blast_ok)
     named = sum(1 for r in rows if r.verdict_ok)
     ran = sum(1 for r in rows if r.verdict_ok is not None)
-    print(f"prediction = simulation: {blast}/{len(rows)}; analyze names the faulted component: {named}/{ran}")
+    agree = sum(1 for r in rows if r.verdict_ok is not None and r.attribution_ok)
+    print(
+        f"prediction = simulation: {blast}/{len(rows)}; analyze names the faulted component: {named}/{ran}; "
+        f"right exactly where the audit said attributable: {agree}/{ran}"
+    )
     raise typer.Exit(0 if all(r.ok for r in rows) else 1)
