@@ -276,6 +276,7 @@ def simulate_torch(
     steps: int = 12,
     wall_limit: float = 120.0,
     monitor_interval: float | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Path:
     """Run one simulated torchrun job with ``fault`` injected and write a bundle to ``out``.
 
@@ -283,7 +284,9 @@ def simulate_torch(
     bounds the whole torchrun invocation. ``monitor_interval`` is torchrun's own flag (its
     default, 0.1 s, when None): how long after a worker dies the agent tears the others down. A
     longer one stands for a multi-host job, where the peers on other hosts keep running (and
-    print their own errors) until their agents hear of the failure. Returns the bundle directory.
+    print their own errors) until their agents hear of the failure. ``extra_env`` is added to the
+    workers' environment (a stress run's fault attempt and checkpoint file, see ``workload``).
+    Returns the bundle directory.
     """
     out = Path(out).resolve()
     if fault not in KINDS:
@@ -305,7 +308,7 @@ def simulate_torch(
     backend = _backend(nproc)
     port = _free_port()
     cmd = build_command(plan, out / "logs", port, nproc, max_restarts, seed, steps, backend, monitor_interval)
-    env = _child_env(fr_prefix, port, max_restarts)
+    env = _child_env(fr_prefix, port, max_restarts) | (extra_env or {})
     t0 = time.monotonic()
     rc, timed_out = _run_bounded(cmd, env, out / "launcher.log", out, wall_limit)
     duration = time.monotonic() - t0

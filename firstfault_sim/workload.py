@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
@@ -62,6 +63,11 @@ BARRIER_EVERY = 4
 DUMP_KEY_PREFIX = "firstfault/fr_dump"
 #: Env var (set by the simulator) naming the store used for FR dump requests.
 FR_STORE_ENV = "FIRSTFAULT_FR_STORE"
+# Stress runs (``firstfault stress``): the fault fires only in this torchrun attempt, and rank 0
+# checkpoints every N steps to this file so a restart resumes after it (unset: neither).
+FAULT_ATTEMPT_ENV = "FIRSTFAULT_FAULT_ATTEMPT"
+CKPT_ENV = "FIRSTFAULT_CKPT"
+CKPT_EVERY_ENV = "FIRSTFAULT_CKPT_EVERY"
 #: How often the watchdog polls the store for a dump request (seconds).
 WATCHDOG_POLL_S = 0.02
 
@@ -427,6 +433,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         torch.cuda.set_device(device)
     timeout = timedelta(seconds=args.pg_timeout)
     plan = FaultPlan(args.fault, args.fault_rank, args.fault_step, world, args.pg_timeout)
+    only = os.environ.get(FAULT_ATTEMPT_ENV)
+    if only is not None and only.strip() != str(attempt):
+        plan = FaultPlan("none", args.fault_rank, args.fault_step, world, args.pg_timeout)  # a stress run's restart
 
     if plan.exit_flush_seconds:
         atexit.register(_flush_metrics_at_exit, plan.exit_flush_seconds)
@@ -482,6 +491,7 @@ def _train(args: argparse.Namespace, plan: FaultPlan, par: Parallel, device: tor
         par.collective("broadcast params", dist.broadcast, flat, src=0)
         _unflatten_into(flat, [p.data for p in params])
 
+    first = _resume(model, optim, par.rank)
     dataset = SyntheticClassification(par.world * BATCH * max(args.steps, 1), args.seed, plan, par.rank)
     sampler: DistributedSampler[int] = DistributedSampler(
         dataset, num_replicas=par.world, rank=par.rank, shuffle=True, seed=args.seed, drop_last=True
@@ -489,7 +499,7 @@ def _train(args: argparse.Namespace, plan: FaultPlan, par: Parallel, device: tor
     loader = DataLoader(dataset, batch_size=BATCH, sampler=sampler, num_workers=0, drop_last=True)
     batches = iter(loader)
 
-    for step in range(args.steps):
+    for step in range(first, args.steps):
         t0 = time.perf_counter()
         par.comm_s = 0.0
         dataset.step = step
@@ -539,7 +549,36 @@ def _train(args: argparse.Namespace, plan: FaultPlan, par: Parallel, device: tor
             (total_s - data_s - par.comm_s) * 1e3,
             par.comm_s * 1e3,
         )
+        _checkpoint(model, optim, par.rank, step)
     log.info("training complete steps=%d", args.steps)
+
+
+def _ckpt_path() -> tuple[Path | None, int]:
+    path = os.environ.get(CKPT_ENV)
+    return (Path(path) if path else None), max(1, int(os.environ.get(CKPT_EVERY_ENV, "1")))
+
+
+def _checkpoint(model: nn.Module, optim: torch.optim.Optimizer, rank: int, step: int) -> None:
+    """Rank 0 saves the model, the optimizer and the step every N steps (stress runs only)."""
+    path, every = _ckpt_path()
+    if path is None or rank != 0 or (step + 1) % every:
+        return
+    tmp = path.with_suffix(".tmp")
+    torch.save({"step": step, "model": model.state_dict(), "optim": optim.state_dict()}, tmp)
+    os.replace(tmp, path)  # a restart never reads a half-written checkpoint
+    log.info("checkpoint saved step=%d", step)
+
+
+def _resume(model: nn.Module, optim: torch.optim.Optimizer, rank: int) -> int:
+    """The first step to run: after the last checkpoint, when a stress run's restart finds one."""
+    path, _every = _ckpt_path()
+    if path is None or not path.exists():
+        return 0
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(state["model"])
+    optim.load_state_dict(state["optim"])
+    log.info("resumed from checkpoint step=%d", int(state["step"]))
+    return int(state["step"]) + 1
 
 
 if __name__ == "__main__":

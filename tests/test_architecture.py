@@ -28,6 +28,7 @@ LAYERS = [
     ("firstfault.signatures", 7),
     ("firstfault.fleet", 8),  # beside the pipeline: calls it, keeps its verdicts
     ("firstfault.cli", 9),
+    ("firstfault.audit", 8),
     ("firstfault", 8),  # the package itself: the public API
 ]
 BESIDE = ("firstfault_sim", "firstfault_bench")

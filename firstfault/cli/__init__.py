@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from firstfault.cli import analyze, bench, fleet, fr, simulate
+from firstfault.cli import analyze, audit, bench, fleet, fr, simulate, stress
 
 app = typer.Typer(
     help="Find the first failure in a failed distributed training job.",
@@ -20,6 +20,8 @@ app = typer.Typer(
 )
 app.registered_commands.extend(analyze.app.registered_commands)  # analyze, signatures, version
 app.registered_commands.extend(fr.app.registered_commands)  # fr PATH...
+app.registered_commands.extend(audit.app.registered_commands)  # audit LAYOUT
+app.registered_commands.extend(stress.app.registered_commands)  # stress --out DIR
 app.add_typer(
     simulate.app,
     name="simulate",
