@@ -35,6 +35,7 @@ def sec(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, 
     (outside / "secret.log").write_text("not for clients\n")
     os.symlink(outside, root / "link_out")  # a link in the root, pointing out
     os.symlink(root / "ok.dmesg", root / "link_in")  # even pointing in: submitted paths follow no link
+    os.mkfifo(root / "fifo")  # would block a worker for ever
     data = tmp / "data"
     with service(data, roots=allowed_roots([root]), max_upload=CAP, max_unpacked=8 * 1024**2) as (client, headers):
         yield client, headers, root, data
@@ -59,6 +60,8 @@ def test_no_token_and_bad_token_are_401(sec: tuple[TestClient, dict[str, str], P
         ("ok.dmesg", "absolute"),
         ("{root}/missing.log", "no such file"),
         ("{root}/ok.dmesg\u0000x", "not a usable path"),
+        ("{root}/fifo", "not a regular file"),
+        ("/dev/zero", "not under an allowed root"),
     ],
 )
 def test_paths_outside_the_policy_are_403(

@@ -228,3 +228,30 @@ def bench_fleet(
     (out / "fleet.md").write_text(text, encoding="utf-8")
     (out / "fleet.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     typer.echo(text)
+
+
+@app.command("serve")
+def bench_serve(
+    count: Annotated[int, typer.Option(help="Submissions in all")] = 1000,
+    clients: Annotated[int, typer.Option(help="Concurrent clients")] = 100,
+    kill_at: Annotated[
+        int | None, typer.Option("--kill-at", help="SIGKILL the server after this many submissions, then restart it")
+    ] = None,
+    workers: Annotated[int, typer.Option(help="The server's analysis processes")] = 2,
+    markdown: Annotated[Path | None, typer.Option("--markdown", help="Also write the table as Markdown")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON too")] = False,
+) -> None:
+    """Load-test `firstfault serve` on loopback: throughput, latency, lost and duplicated jobs
+    (needs firstfault[service])."""
+    if count < 1 or clients < 1 or workers < 1 or (kill_at is not None and not 0 < kill_at < count):
+        raise fail("--count, --clients and --workers must be at least 1, and --kill-at between 1 and count - 1")
+    from firstfault_bench.serve import run_serve, summary, table
+
+    result = run_serve(count=count, clients=clients, kill_at=kill_at, workers=workers)
+    text = table([result])
+    print(text)
+    if as_json:
+        print(json.dumps(summary(result)))
+    if markdown is not None:
+        markdown.write_text(text, encoding="utf-8")
+    raise typer.Exit(0 if result.lost == 0 and result.duplicated == 0 else 1)

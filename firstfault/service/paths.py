@@ -68,6 +68,8 @@ def check_path(raw: str, roots: Sequence[Path]) -> Path:
         raise PathRefused("no such file or directory under the allowed root") from None
     if not real.is_relative_to(root):  # a rename between the checks; belt and braces
         raise PathRefused("path is not under an allowed root")
+    if not (real.is_file() or real.is_dir()):  # a FIFO would block a worker for ever, a device read for ever
+        raise PathRefused("not a regular file or a directory")
     return real
 
 
