@@ -21,7 +21,7 @@ XID79 = FIXTURES / "scenarios" / "xid79_akash209.dmesg"  # 549 bytes, a real Xid
 @contextmanager
 def service(data: Path, **kw: Any) -> Iterator[tuple[TestClient, dict[str, str]]]:
     """A running app (lifespan, workers and all) over ``data``, and the headers of a fresh token."""
-    store = open_store(data)
+    store = open_store(data, kw.get("store_url"))
     token = new_token(store, "alice")
     store.close()
     worker = WorkerConfig(workers=1, max_unpacked=kw.pop("max_unpacked", 2 * 1024**3))

@@ -18,6 +18,10 @@ app.add_typer(token_app, name="token")
 
 DataDir = Annotated[Path, typer.Option("--data", help="The service's folder: its queue, verdicts, tokens and uploads")]
 DEFAULT_DATA = Path("firstfault-service")
+Store = Annotated[
+    str | None,
+    typer.Option("--store", help="postgresql://... for a queue shared by several servers (default: SQLite in --data)"),
+]
 
 
 @app.callback(invoke_without_command=True)
@@ -34,6 +38,7 @@ def serve(
     max_unpacked_mb: Annotated[int, typer.Option(help="Most an uploaded archive may unpack to (MiB)")] = 2048,
     rate: Annotated[float, typer.Option(help="Requests a second per user (0: no limit)")] = 20.0,
     burst: Annotated[float, typer.Option(help="Requests a user may make at once before the rate applies")] = 100.0,
+    store: Store = None,
 ) -> None:
     """Serve the API until interrupted. Start it with a token: ``firstfault serve token add USER``."""
     if ctx.invoked_subcommand is not None:
@@ -59,7 +64,10 @@ def serve(
         rate=rate,
         burst=burst,
         worker=WorkerConfig(workers=workers, max_unpacked=max_unpacked_mb * 1024**2),
+        store_url=store,
     )
+    if store is not None and not store.startswith(("postgresql://", "postgres://")):
+        raise fail("--store takes a postgresql:// URL (the default is SQLite in the data folder)")
     try:
         uvicorn.run(create_app(config), host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
     except RuntimeError as exc:
@@ -67,15 +75,21 @@ def serve(
 
 
 @token_app.command("add")
-def token_add(user: Annotated[str, typer.Argument(help="Who the token is for")], data: DataDir = DEFAULT_DATA) -> None:
+def token_add(
+    user: Annotated[str, typer.Argument(help="Who the token is for")], data: DataDir = DEFAULT_DATA, store: Store = None
+) -> None:
     """Make a token for USER and print it, once: only its hash is kept."""
     from firstfault.service.app import open_store
     from firstfault.service.auth import new_token
+    from firstfault.vocab import InputError
 
-    store = open_store(data.resolve())
     try:
-        print(new_token(store, user))
+        jobs = open_store(data.resolve(), store)
+    except (ValueError, InputError) as exc:
+        raise fail(exc) from None
+    try:
+        print(new_token(jobs, user))
     except ValueError as exc:
         raise fail(exc) from None
     finally:
-        store.close()
+        jobs.close()

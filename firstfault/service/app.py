@@ -45,9 +45,17 @@ class ServiceConfig:
     rate: float = 20.0
     burst: float = 100.0
     worker: WorkerConfig = field(default_factory=WorkerConfig)
+    store_url: str | None = None  # postgresql://...: a queue shared by several servers
 
 
-def open_store(data_dir: Path) -> JobStore:
+def open_store(data_dir: Path, url: str | None = None) -> JobStore:
+    """The queue: SQLite in the data folder, or PostgreSQL at ``url``."""
+    if url:
+        from firstfault.service.postgres import URL_SCHEMES, PostgresJobStore
+
+        if not url.startswith(URL_SCHEMES):
+            raise ValueError("--store takes a postgresql:// URL (the default is SQLite in the data folder)")
+        return PostgresJobStore(url)
     return SqliteJobStore(data_dir / "jobs.sqlite3")
 
 
@@ -66,13 +74,14 @@ class _State:
     lock: IO[bytes]
 
 
-def _hold_data_dir(data_dir: Path) -> IO[bytes]:
-    """One server per data folder: an exclusive lock held for the process's life (the kernel drops
-    it when the process dies, kill -9 included, which is what makes re-queueing safe)."""
+def _hold_data_dir(data_dir: Path, exclusive: bool) -> IO[bytes]:
+    """One server per SQLite data folder: an exclusive lock held for the process's life (the kernel
+    drops it when the process dies, kill -9 included, which is what makes re-queueing at once safe).
+    Servers sharing a PostgreSQL queue share their folder (its spool) and take a shared lock."""
     data_dir.mkdir(parents=True, exist_ok=True)
     fh = open(data_dir / "server.lock", "wb")  # noqa: SIM115  # held open until the server stops
     try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fh, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
     except BlockingIOError:
         fh.close()
         raise RuntimeError(f"{data_dir}: another firstfault server uses this data folder") from None
@@ -82,9 +91,9 @@ def _hold_data_dir(data_dir: Path) -> IO[bytes]:
 def create_app(config: ServiceConfig) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        lock = _hold_data_dir(config.data_dir)
+        lock = _hold_data_dir(config.data_dir, exclusive=config.store_url is None)
         (config.data_dir / "spool").mkdir(exist_ok=True)
-        store = open_store(config.data_dir)
+        store = open_store(config.data_dir, config.store_url)
         instance = uuid.uuid4().hex
         store.recover(instance)
         metrics = Metrics()

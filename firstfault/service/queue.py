@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -114,7 +114,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
   id TEXT PRIMARY KEY,
   key TEXT NOT NULL UNIQUE,
-  user TEXT NOT NULL,
+  username TEXT NOT NULL,
   source TEXT NOT NULL,
   target TEXT NOT NULL,
   state TEXT NOT NULL,
@@ -131,12 +131,12 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, submitted_at);
 CREATE TABLE IF NOT EXISTS tokens (
   digest TEXT PRIMARY KEY,
-  user TEXT NOT NULL,
+  username TEXT NOT NULL,
   created_at REAL NOT NULL
 );
 """
 
-_COLS = "id, key, user, source, target, state, submitted_at, finished_at, attempts, error, category, summary"
+_COLS = "id, key, username, source, target, state, submitted_at, finished_at, attempts, error, category, summary"
 
 
 def _job(row: tuple[Any, ...]) -> Job:
@@ -156,67 +156,86 @@ def _job(row: tuple[Any, ...]) -> Job:
     )
 
 
-class SqliteJobStore:
-    """One SQLite file (WAL): readers never wait for the writer, each commit is on disk before it returns."""
+class _Cursor(Protocol):
+    """What a DB-API cursor gives the shared SQL (sqlite3's and psycopg's both do)."""
 
-    backend = "sqlite"
+    @property
+    def rowcount(self) -> int: ...
+    def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # one connection, one lock: the writes are tiny, and SQLite has one writer anyway
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
-        self._lock = threading.Lock()
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")  # acknowledged means on disk
-        self._db.executescript(SCHEMA)
+
+class SqlJobStore:
+    """The queue's SQL, shared by the backends; a backend gives transactions and its dialect's words.
+
+    ``exclusive``: the store is one server's (SQLite: the server holds its data folder's lock), so
+    every job marked running on start was a dead server's. A shared store (PostgreSQL) cannot know
+    that and lets the lease run out instead.
+    """
+
+    backend = "sql"
+    exclusive = True
+    contains = "instr"  # substring position: instr (SQLite), strpos (PostgreSQL)
+    lock_claim = ""  # FOR UPDATE SKIP LOCKED where several servers claim at once
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Cursor]:
-        with self._lock:
-            cur = self._db.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                yield cur
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
-            cur.execute("COMMIT")
+    def _tx(self) -> Iterator[_Cursor]:
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+    def _read(self, sql: str, args: Sequence[object] = ()) -> list[Any]:
+        with self._tx() as cur:
+            cur.execute(self._sql(sql), args)
+            return cur.fetchall()
+
+    def _sql(self, sql: str) -> str:
+        return sql
+
+    def _x(self, cur: _Cursor, sql: str, args: Sequence[object] = ()) -> None:
+        cur.execute(self._sql(sql), args)
 
     def submit(self, key: str, user: str, source: SourceKind, target: str) -> tuple[Job, bool]:
         """The job for ``key``: a new one (True), or the one that content already has (False)."""
         with self._tx() as cur:
-            cur.execute(
-                "INSERT INTO jobs (id, key, user, source, target, state, submitted_at) VALUES (?,?,?,?,?,?,?) "
+            self._x(
+                cur,
+                "INSERT INTO jobs (id, key, username, source, target, state, submitted_at) VALUES (?,?,?,?,?,?,?) "
                 "ON CONFLICT(key) DO NOTHING",
                 (uuid.uuid4().hex, key, user, source.value, target, JobState.QUEUED.value, time.time()),
             )
             created = cur.rowcount == 1
-            row = cur.execute(f"SELECT {_COLS} FROM jobs WHERE key = ?", (key,)).fetchone()
+            self._x(cur, f"SELECT {_COLS} FROM jobs WHERE key = ?", (key,))
+            row = cur.fetchone()
         return _job(row), created
 
     def claim(self, owner: str, lease_s: float) -> Job | None:
         """The oldest queued job (or one whose lease ran out), now running under ``owner``."""
         now = time.time()
         with self._tx() as cur:
-            row = cur.execute(
+            self._x(
+                cur,
                 "SELECT id FROM jobs WHERE state = 'queued' OR (state = 'running' AND lease_until < ?) "
-                "ORDER BY submitted_at LIMIT 1",
+                f"ORDER BY submitted_at LIMIT 1 {self.lock_claim}",
                 (now,),
-            ).fetchone()
+            )
+            row = cur.fetchone()
             if row is None:
                 return None
-            cur.execute(
+            self._x(
+                cur,
                 "UPDATE jobs SET state = 'running', claimed_by = ?, lease_until = ?, attempts = attempts + 1 "
                 "WHERE id = ?",
                 (owner, now + lease_s, row[0]),
             )
-            got = cur.execute(f"SELECT {_COLS} FROM jobs WHERE id = ?", (row[0],)).fetchone()
+            self._x(cur, f"SELECT {_COLS} FROM jobs WHERE id = ?", (row[0],))
+            got = cur.fetchone()
         return _job(got)
 
     def renew(self, job_id: str, owner: str, lease_s: float) -> None:
         with self._tx() as cur:
-            cur.execute(
+            self._x(
+                cur,
                 "UPDATE jobs SET lease_until = ? WHERE id = ? AND claimed_by = ? AND state = 'running'",
                 (time.time() + lease_s, job_id, owner),
             )
@@ -227,7 +246,8 @@ class SqliteJobStore:
         """Store the outcome, once: only the holder of the claim may finish a running job."""
         verdict = result.get("verdict", {}) if result else {}
         with self._tx() as cur:
-            cur.execute(
+            self._x(
+                cur,
                 "UPDATE jobs SET state = ?, finished_at = ?, error = ?, category = ?, summary = ?, verdict = ?, "
                 "lease_until = NULL WHERE id = ? AND claimed_by = ? AND state = 'running'",
                 (
@@ -244,30 +264,39 @@ class SqliteJobStore:
             return cur.rowcount == 1
 
     def recover(self, owner: str) -> int:
-        """Put back every job a dead server was analysing (the caller holds the data folder's lock)."""
+        """Put back the jobs a dead server was analysing: all running ones others hold when the store
+        is this server's alone, else those whose lease ran out."""
         with self._tx() as cur:
-            cur.execute(
-                "UPDATE jobs SET state = 'queued', claimed_by = NULL, lease_until = NULL "
-                "WHERE state = 'running' AND (claimed_by IS NULL OR claimed_by != ?)",
-                (owner,),
-            )
+            if self.exclusive:
+                self._x(
+                    cur,
+                    "UPDATE jobs SET state = 'queued', claimed_by = NULL, lease_until = NULL "
+                    "WHERE state = 'running' AND (claimed_by IS NULL OR claimed_by != ?)",
+                    (owner,),
+                )
+            else:
+                self._x(
+                    cur,
+                    "UPDATE jobs SET state = 'queued', claimed_by = NULL, lease_until = NULL "
+                    "WHERE state = 'running' AND lease_until < ?",
+                    (time.time(),),
+                )
             return cur.rowcount
 
     def get(self, job_id: str) -> Job | None:
-        with self._lock:
-            row = self._db.execute(f"SELECT {_COLS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return _job(row) if row else None
+        rows = self._read(f"SELECT {_COLS} FROM jobs WHERE id = ?", (job_id,))
+        return _job(rows[0]) if rows else None
 
     def verdict(self, job_id: str) -> dict[str, Any] | None:
-        with self._lock:
-            row = self._db.execute("SELECT verdict FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        if row is None or row[0] is None:
+        rows = self._read("SELECT verdict FROM jobs WHERE id = ?", (job_id,))
+        if not rows or rows[0][0] is None:
             return None
-        out: dict[str, Any] = json.loads(row[0])
+        out: dict[str, Any] = json.loads(rows[0][0])
         return out
 
     def search(self, q: Query) -> list[Job]:
-        where, args = [], []  # type: tuple[list[str], list[object]]
+        where: list[str] = []
+        args: list[object] = []
         if q.state is not None:
             where.append("state = ?")
             args.append(q.state.value)
@@ -275,32 +304,62 @@ class SqliteJobStore:
             where.append("category = ?")
             args.append(q.category)
         if q.text:
-            where.append("(instr(lower(coalesce(summary, '')), ?) > 0 OR instr(lower(target), ?) > 0)")
+            f = self.contains
+            where.append(f"({f}(lower(coalesce(summary, '')), ?) > 0 OR {f}(lower(target), ?) > 0)")
             args += [q.text.lower(), q.text.lower()]
         sql = f"SELECT {_COLS} FROM jobs"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY submitted_at DESC LIMIT ?"
         args.append(max(1, min(q.limit, 1000)))
-        with self._lock:
-            rows = self._db.execute(sql, args).fetchall()
-        return [_job(r) for r in rows]
+        return [_job(r) for r in self._read(sql, args)]
 
     def counts(self) -> dict[str, int]:
-        with self._lock:
-            rows = self._db.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()
         out = {s.value: 0 for s in JobState}
-        out.update({s: int(n) for s, n in rows})
+        out.update({s: int(n) for s, n in self._read("SELECT state, count(*) FROM jobs GROUP BY state")})
         return out
 
     def add_token(self, user: str, digest: str) -> None:
         with self._tx() as cur:
-            cur.execute("INSERT INTO tokens (digest, user, created_at) VALUES (?,?,?)", (digest, user, time.time()))
+            self._x(
+                cur, "INSERT INTO tokens (digest, username, created_at) VALUES (?,?,?)", (digest, user, time.time())
+            )
 
     def user_for(self, digest: str) -> str | None:
+        rows = self._read("SELECT username FROM tokens WHERE digest = ?", (digest,))
+        return str(rows[0][0]) if rows else None
+
+
+class SqliteJobStore(SqlJobStore):
+    """One SQLite file (WAL): readers never wait for the writer, each commit is on disk before it returns."""
+
+    backend = "sqlite"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # one connection, one lock: the writes are tiny, and SQLite has one writer anyway
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+        self._lock = threading.Lock()
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")  # acknowledged means on disk
+        self._db.executescript(SCHEMA)
+
+    @contextmanager
+    def _tx(self) -> Iterator[_Cursor]:
         with self._lock:
-            row = self._db.execute("SELECT user FROM tokens WHERE digest = ?", (digest,)).fetchone()
-        return str(row[0]) if row else None
+            cur = self._db.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+
+    def _read(self, sql: str, args: Sequence[object] = ()) -> list[Any]:
+        with self._lock:  # a plain read: no write transaction needed
+            return self._db.execute(sql, args).fetchall()
 
     def close(self) -> None:
         with self._lock:
