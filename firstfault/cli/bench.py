@@ -242,7 +242,7 @@ def bench_serve(
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON too")] = False,
 ) -> None:
     """Load-test `firstfault serve` on loopback: throughput, latency, lost and duplicated jobs
-    (needs firstfault[service])."""
+    (needs firstfault\\[service])."""
     if count < 1 or clients < 1 or workers < 1 or (kill_at is not None and not 0 < kill_at < count):
         raise fail("--count, --clients and --workers must be at least 1, and --kill-at between 1 and count - 1")
     from firstfault_bench.serve import run_serve, summary, table

@@ -12,7 +12,7 @@ import typer
 
 from firstfault.cli.common import fail
 
-app = typer.Typer(help="Run firstfault as an HTTP service (needs firstfault[service]).", no_args_is_help=False)
+app = typer.Typer(help="Run firstfault as an HTTP service (needs firstfault\\[service]).", no_args_is_help=False)
 token_app = typer.Typer(help="API tokens of the service's users.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
 
@@ -31,7 +31,8 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on")] = 8000,
     allow_root: Annotated[
-        list[Path] | None, typer.Option("--allow-root", help="A folder whose bundles may be submitted by path")
+        list[Path] | None,
+        typer.Option("--allow-root", metavar="DIR", help="A folder whose bundles may be submitted by path"),
     ] = None,
     workers: Annotated[int, typer.Option(help="Analyses run at once (each in its own process)")] = 2,
     max_upload_mb: Annotated[int, typer.Option(help="Largest upload accepted (MiB)")] = 256,

@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -161,7 +161,7 @@ class _Cursor(Protocol):
 
     @property
     def rowcount(self) -> int: ...
-    def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
+    def execute(self, sql: Any, *args: Any) -> Any: ...
     def fetchone(self) -> Any: ...
     def fetchall(self) -> list[Any]: ...
 
@@ -179,10 +179,9 @@ class SqlJobStore:
     contains = "instr"  # substring position: instr (SQLite), strpos (PostgreSQL)
     lock_claim = ""  # FOR UPDATE SKIP LOCKED where several servers claim at once
 
-    @contextmanager
-    def _tx(self) -> Iterator[_Cursor]:
+    def _tx(self) -> AbstractContextManager[_Cursor]:
+        """A transaction, committed when the block ends (rolled back when it raises)."""
         raise NotImplementedError
-        yield  # pragma: no cover
 
     def _read(self, sql: str, args: Sequence[object] = ()) -> list[Any]:
         with self._tx() as cur:
