@@ -12,8 +12,10 @@ At the end the server is stopped and its SQLite file read directly: **lost** = a
 without a final verdict, or distinct contents with no job; **duplicated** = contents that got
 more than one job id, plus jobs beyond one per distinct content. Figures: submissions/s over the
 submit phase, p50/p99 submit latency (first attempt to acknowledgement, retries included), p50/p99
-time to verdict (the server's submitted_at to finished_at), and jobs analysed twice (those running
-at the kill: re-queued, which is the point).
+time to verdict (the server's submitted_at to finished_at), jobs analysed twice (those running
+at the kill: re-queued, which is the point), and submissions re-sent after a lost answer that the
+server already had (committed before the kill, answered never: the content hash makes the retry
+the same job).
 """
 
 from __future__ import annotations
@@ -109,6 +111,7 @@ class Tally:
     latencies: list[float] = field(default_factory=list)
     retries: int = 0
     done: int = 0
+    resent_known: int = 0  # re-sent after a lost answer, and found already queued (the retry is idempotent)
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ class ServeResult:
     running_at_kill: int
     analysed_twice: int
     retries: int
+    resent_known: int
     orphans: int
     states: dict[str, int]
 
@@ -148,10 +152,13 @@ def _plan(count: int) -> list[int]:
 
 async def _submit(client: httpx.AsyncClient, idx: int, body: bytes, tally: Tally) -> None:
     t0 = time.perf_counter()
+    failed = False
     while True:
         try:
             r = await client.post("/v1/jobs/upload", params={"name": f"node{idx:05d}.dmesg"}, content=body)
             if r.status_code in (200, 202):
+                if failed and r.status_code == 200 and idx not in tally.acked:
+                    tally.resent_known += 1
                 tally.acked.setdefault(idx, set()).add(r.json()["id"])
                 tally.latencies.append(time.perf_counter() - t0)
                 tally.done += 1
@@ -160,6 +167,7 @@ async def _submit(client: httpx.AsyncClient, idx: int, body: bytes, tally: Tally
                 raise RuntimeError(f"submission refused: {r.status_code} {r.text[:200]}")
         except httpx.TransportError:
             pass
+        failed = True
         tally.retries += 1
         await asyncio.sleep(0.2)
 
@@ -280,6 +288,7 @@ def run_serve(count: int = 1000, clients: int = 100, kill_at: int | None = None,
         running_at_kill=running_at_kill,
         analysed_twice=twice,
         retries=tally.retries,
+        resent_known=tally.resent_known,
         orphans=orphans,
         states=states,
     )
@@ -290,13 +299,13 @@ def table(results: list[ServeResult]) -> str:
     head = (
         "| run | submissions (distinct) | clients | submit s | submissions/s | submit p50 / p99 ms "
         "| verdict p50 / p99 s | drained after s | lost | duplicated | running at kill | analysed twice | retries "
-        "| orphans |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| re-sent, already queued | orphans |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = [
         f"| {'kill -9 + restart' if r.killed else 'no kill'} | {r.submissions} ({r.distinct}) | {r.clients} "
         f"| {r.submit_s:.1f} | {r.submit_rate:.1f} | {r.submit_p50_ms:.0f} / {r.submit_p99_ms:.0f} "
         f"| {r.verdict_p50_s:.1f} / {r.verdict_p99_s:.1f} | {r.drain_s:.1f} | {r.lost} | {r.duplicated} "
-        f"| {r.running_at_kill} | {r.analysed_twice} | {r.retries} | {r.orphans} |"
+        f"| {r.running_at_kill} | {r.analysed_twice} | {r.retries} | {r.resent_known} | {r.orphans} |"
         for r in results
     ]
     return head + "\n".join(rows) + "\n"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import multiprocessing
 import os
 import signal
@@ -27,6 +28,7 @@ from firstfault.service.metrics import Metrics
 from firstfault.service.queue import Job, JobState, JobStore
 
 PR_SET_PDEATHSIG = 1
+log = logging.getLogger(__name__)
 
 
 def _die_with_parent(parent: int) -> None:
@@ -107,12 +109,16 @@ class Workers:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            job = self.store.claim(self.instance, self.config.lease_s)
-            if job is None:
-                self._wake.wait(self.config.idle_poll_s)
-                self._wake.clear()
-                continue
-            self._run(job)
+            try:
+                job = self.store.claim(self.instance, self.config.lease_s)
+                if job is None:
+                    self._wake.wait(self.config.idle_poll_s)
+                    self._wake.clear()
+                    continue
+                self._run(job)
+            except Exception as exc:  # the store unreachable for a moment: the lease keeps the job, retry
+                log.warning("worker: %s: %s; retrying in 1 s", type(exc).__name__, exc)
+                self._stop.wait(1.0)
 
     def _run(self, job: Job) -> None:
         t0 = time.perf_counter()
