@@ -107,3 +107,18 @@ def test_openapi_documents_the_routes(api: tuple[TestClient, dict[str, str], Pat
     spec = client.get("/openapi.json").json()
     assert "/v1/jobs/upload" in spec["paths"] and "/v1/jobs/{job_id}/events" in spec["paths"]
     assert client.get("/docs").status_code == 200
+
+
+def test_partial_uploads_of_a_killed_server_are_removed(tmp_path: Path) -> None:
+    (tmp_path / "data" / "spool").mkdir(parents=True)
+    part = tmp_path / "data" / "spool" / ".part-left-by-a-kill"
+    part.write_bytes(b"half an upload")
+    with service(tmp_path / "data") as (client, _):
+        assert client.get("/healthz").status_code == 200
+        assert not part.exists()
+
+
+def test_a_second_server_on_the_same_folder_is_refused(tmp_path: Path) -> None:
+    with service(tmp_path / "data"), pytest.raises(RuntimeError, match="another firstfault server"):  # noqa: SIM117
+        with service(tmp_path / "data"):
+            pass

@@ -90,6 +90,26 @@ def test_uploads_over_the_cap_are_413(sec: tuple[TestClient, dict[str, str], Pat
     assert not list((data / "spool").glob(".part-*"))  # the partial upload is gone
 
 
+def test_other_request_bodies_are_capped(sec: tuple[TestClient, dict[str, str], Path, Path]) -> None:
+    """A JSON body is read whole before the route runs: it is capped (64 KiB) before that, token or not."""
+    client, headers, root, _ = sec
+    huge = b'{"path": "' + b"a" * (128 * 1024) + b'"}'
+    for h in (headers, {}):
+        r = client.post("/v1/jobs", content=huge, headers={**h, "content-type": "application/json"})
+        assert r.status_code == 413
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        yield b'{"path": "'
+        for _ in range(40):
+            yield b"a" * 4096
+        yield b'"}'
+
+    r = client.post("/v1/jobs", content=chunks(), headers={**headers, "content-type": "application/json"})
+    assert r.status_code == 413
+    ok = client.post("/v1/jobs", json={"path": str(root / "ok.dmesg")}, headers=headers)  # small bodies pass
+    assert ok.status_code in (200, 202)
+
+
 def test_archive_bomb_is_refused_with_the_reason(sec: tuple[TestClient, dict[str, str], Path, Path]) -> None:
     client, headers, _, _ = sec
     buf = io.BytesIO()

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from firstfault.service import auth
+from firstfault.service.bodycap import BodyCap
 from firstfault.service.metrics import Metrics
 from firstfault.service.paths import PathRefused, check_path, path_key, safe_name, upload_key
 from firstfault.service.queue import Job, JobState, JobStore, SourceKind, SqliteJobStore
@@ -34,6 +35,9 @@ from firstfault.service.queue import Query as JobQuery
 from firstfault.service.worker import WorkerConfig, Workers
 
 SSE_POLL_S = 0.25
+UPLOAD_ROUTE = "/v1/jobs/upload"
+#: Bytes of a request body on any route but the upload (a path submission is a few hundred bytes).
+SMALL_BODY = 64 * 1024
 SSE_MAX_S = 600.0
 
 
@@ -93,6 +97,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         lock = _hold_data_dir(config.data_dir, exclusive=config.store_url is None)
         (config.data_dir / "spool").mkdir(exist_ok=True)
+        if config.store_url is None:  # uploads a killed server was receiving: never acknowledged, so never queued
+            for part in (config.data_dir / "spool").glob(".part-*"):
+                part.unlink(missing_ok=True)
         store = open_store(config.data_dir, config.store_url)
         instance = uuid.uuid4().hex
         store.recover(instance)
@@ -116,6 +123,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         lifespan=lifespan,
     )
     _routes(app)
+    app.add_middleware(BodyCap, exempt=UPLOAD_ROUTE, cap=SMALL_BODY)
     return app
 
 

@@ -9,8 +9,9 @@ with the reason; there is no other way into the server's files.
 The content hash is the job's key (same content, same job, same verdict). For an upload: the name
 the client gave (it decides how the bytes are read: an archive or a log) and the bytes. For a path:
 the sorted relative paths of its regular files, each with its size and mtime (ns), plus the bytes of
-every file up to 1 MiB, so an edited small log is a new job while a large tree is not re-read just
-to be hashed. Symbolic links inside a bundle are left to discovery (which refuses those leading out).
+every file up to 1 MiB (64 MiB of them at most, in path order), so an edited small log is a new job
+while a large tree is not re-read just to be hashed. Symbolic links inside a bundle are left to
+discovery (which refuses those leading out).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from pathlib import Path
 from firstfault.vocab import settings
 
 SMALL_FILE = 1024 * 1024
+#: Bytes read to hash one submitted path, at most: the request waits on it, and a tree of 100,000
+#: small files must not cost 100 GB of reading. Past it, files count by name, size and mtime only.
+HASHED_BYTES = 64 * 1024 * 1024
 
 
 class PathRefused(Exception):
@@ -90,9 +94,11 @@ def path_key(path: Path) -> str:
                     files.append((f.relative_to(path).as_posix(), f, st))
             if len(files) > cap:
                 raise PathRefused(f"more than {cap} files; refusing")
+    budget = HASHED_BYTES
     for rel, f, st in sorted(files, key=lambda t: t[0]):
         h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode("utf-8", "surrogateescape"))
-        if st.st_size <= SMALL_FILE:
+        if st.st_size <= SMALL_FILE and st.st_size <= budget:
+            budget -= st.st_size
             try:
                 h.update(f.read_bytes())
             except OSError:
