@@ -52,6 +52,8 @@ class Server:
     data: Path
     port: int
     workers: int
+    store: str | None = None  # postgresql://...; None: SQLite in ``data``
+    lease_s: float = 60.0
     proc: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
     restarts: int = 0
@@ -63,7 +65,9 @@ class Server:
     def start(self) -> None:
         self.log = open(self.data.parent / f"server-{self.restarts}.log", "wb")  # noqa: SIM115  # closed in stop
         cmd = [sys.executable, "-m", "firstfault.cli", "serve", "--data", str(self.data), "--port", str(self.port)]
-        cmd += ["--workers", str(self.workers), "--rate", "0"]
+        cmd += ["--workers", str(self.workers), "--rate", "0", "--lease-s", str(self.lease_s)]
+        if self.store:
+            cmd += ["--store", self.store]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         end = time.monotonic() + 120
         while time.monotonic() < end:
@@ -87,9 +91,7 @@ class Server:
         os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
         _, alive = psutil.wait_procs(children, timeout=10)
-        con = sqlite3.connect(self.data / "jobs.sqlite3")
-        running = int(con.execute("SELECT count(*) FROM jobs WHERE state = 'running'").fetchone()[0])
-        con.close()
+        running = sum(1 for r in _rows(self.data, self.store) if r[1] == "running")
         self.restarts += 1
         return running, len(alive)
 
@@ -129,6 +131,7 @@ class ServeResult:
     drain_s: float
     lost: int
     duplicated: int
+    backend: str
     running_at_kill: int
     analysed_twice: int
     retries: int
@@ -233,13 +236,25 @@ def _pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
-def _score(db: Path, tally: Tally, count: int) -> tuple[int, int, int, list[float], dict[str, int]]:
-    con = sqlite3.connect(db)
-    rows: dict[str, tuple[str, int, float, float | None]] = {
-        r[0]: (r[1], r[2], r[3], r[4])
-        for r in con.execute("SELECT id, state, attempts, submitted_at, finished_at FROM jobs").fetchall()
-    }
-    con.close()
+def _rows(data: Path, store: str | None) -> list[tuple[Any, ...]]:
+    """Every job's (id, state, attempts, submitted_at, finished_at), read from the database itself."""
+    sql = "SELECT id, state, attempts, submitted_at, finished_at FROM jobs"
+    if store:
+        import psycopg
+
+        with psycopg.connect(store) as pg:
+            return list(pg.execute(sql).fetchall())
+    con = sqlite3.connect(data / "jobs.sqlite3")
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def _score(
+    data: Path, store: str | None, tally: Tally, count: int
+) -> tuple[int, int, int, list[float], dict[str, int]]:
+    rows: dict[str, tuple[str, int, float, float | None]] = {r[0]: (r[1], r[2], r[3], r[4]) for r in _rows(data, store)}
     distinct = len(set(_plan(count)))
     acked_ids = set().union(*tally.acked.values()) if tally.acked else set()
     lost = sum(1 for j in acked_ids if j not in rows or rows[j][0] not in ("done", "refused", "failed"))
@@ -253,24 +268,32 @@ def _score(db: Path, tally: Tally, count: int) -> tuple[int, int, int, list[floa
     return lost, duplicated, twice, to_verdict, states
 
 
-def run_serve(count: int = 1000, clients: int = 100, kill_at: int | None = None, workers: int = 2) -> ServeResult:
-    """One load run against a fresh server; see the module's docstring for what is measured."""
+def run_serve(
+    count: int = 1000,
+    clients: int = 100,
+    kill_at: int | None = None,
+    workers: int = 2,
+    store: str | None = None,
+    lease_s: float = 60.0,
+) -> ServeResult:
+    """One load run against a fresh server (``store``: an empty PostgreSQL database instead of
+    SQLite); see the module's docstring for what is measured."""
     from firstfault.service.app import open_store
     from firstfault.service.auth import new_token
 
     with tempfile.TemporaryDirectory(prefix="ff-bench-serve-") as tmp:
         data = Path(tmp) / "data"
-        store = open_store(data)
-        token = new_token(store, "bench")
-        store.close()
-        server = Server(data, _free_port(), workers)
+        jobs = open_store(data, store)
+        token = new_token(jobs, "bench")
+        jobs.close()
+        server = Server(data, _free_port(), workers, store, lease_s)
         server.start()
         try:
             tally, submit_s, (running_at_kill, orphans) = asyncio.run(_load(server, token, count, clients, kill_at))
             drain_s = _drain(server)
         finally:
             server.stop()
-        lost, duplicated, twice, to_verdict, states = _score(data / "jobs.sqlite3", tally, count)
+        lost, duplicated, twice, to_verdict, states = _score(data, store, tally, count)
     return ServeResult(
         submissions=count,
         distinct=len(set(_plan(count))),
@@ -285,6 +308,7 @@ def run_serve(count: int = 1000, clients: int = 100, kill_at: int | None = None,
         drain_s=drain_s,
         lost=lost,
         duplicated=duplicated,
+        backend="postgresql" if store else "sqlite",
         running_at_kill=running_at_kill,
         analysed_twice=twice,
         retries=tally.retries,
@@ -302,7 +326,8 @@ def table(results: list[ServeResult]) -> str:
         "| re-sent, already queued | orphans |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = [
-        f"| {'kill -9 + restart' if r.killed else 'no kill'} | {r.submissions} ({r.distinct}) | {r.clients} "
+        f"| {r.backend}, {'kill -9 + restart' if r.killed else 'no kill'} "
+        f"| {r.submissions} ({r.distinct}) | {r.clients} "
         f"| {r.submit_s:.1f} | {r.submit_rate:.1f} | {r.submit_p50_ms:.0f} / {r.submit_p99_ms:.0f} "
         f"| {r.verdict_p50_s:.1f} / {r.verdict_p99_s:.1f} | {r.drain_s:.1f} | {r.lost} | {r.duplicated} "
         f"| {r.running_at_kill} | {r.analysed_twice} | {r.retries} | {r.resent_known} | {r.orphans} |"

@@ -73,3 +73,16 @@ def test_api_over_postgresql(fresh: str, tmp_path: Path) -> None:
         assert again.status_code == 200 and again.json()["id"] == job["id"]
         found = client.get("/v1/jobs", params={"q": "FALLEN OFF"}, headers=headers).json()["jobs"]
         assert [j["id"] for j in found] == [job["id"]]
+
+
+@pytest.mark.slow
+def test_kill9_with_a_postgresql_queue(fresh: str) -> None:
+    """The same kill -9 as ``test_service_restart`` over PostgreSQL: the dead server's jobs come back
+    when their lease (here 5 s) runs out, since a shared queue cannot tell a dead server from a live one."""
+    pytest.importorskip("psutil")
+    from firstfault_bench.serve import run_serve
+
+    r = run_serve(count=30, clients=10, kill_at=8, workers=2, store=fresh, lease_s=5)
+    assert r.lost == 0 and r.duplicated == 0 and r.orphans == 0
+    assert r.states == {"done": r.distinct}
+    assert r.running_at_kill >= 1 and r.analysed_twice == r.running_at_kill

@@ -238,6 +238,12 @@ def bench_serve(
         int | None, typer.Option("--kill-at", help="SIGKILL the server after this many submissions, then restart it")
     ] = None,
     workers: Annotated[int, typer.Option(help="The server's analysis processes")] = 2,
+    store: Annotated[
+        str | None, typer.Option("--store", help="An empty PostgreSQL database (postgresql://...) instead of SQLite")
+    ] = None,
+    lease_s: Annotated[
+        float, typer.Option("--lease-s", help="The server's job lease (PostgreSQL recovers by it)")
+    ] = 60.0,
     markdown: Annotated[Path | None, typer.Option("--markdown", help="Also write the table as Markdown")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON too")] = False,
 ) -> None:
@@ -247,7 +253,7 @@ def bench_serve(
         raise fail("--count, --clients and --workers must be at least 1, and --kill-at between 1 and count - 1")
     from firstfault_bench.serve import run_serve, summary, table
 
-    result = run_serve(count=count, clients=clients, kill_at=kill_at, workers=workers)
+    result = run_serve(count=count, clients=clients, kill_at=kill_at, workers=workers, store=store, lease_s=lease_s)
     text = table([result])
     print(text)
     if as_json:

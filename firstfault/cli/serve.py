@@ -40,6 +40,10 @@ def serve(
     rate: Annotated[float, typer.Option(help="Requests a second per user (0: no limit)")] = 20.0,
     burst: Annotated[float, typer.Option(help="Requests a user may make at once before the rate applies")] = 100.0,
     store: Store = None,
+    lease_s: Annotated[
+        float,
+        typer.Option("--lease-s", help="Seconds a claimed job is held without news before another server takes it"),
+    ] = 60.0,
 ) -> None:
     """Serve the API until interrupted. Start it with a token: ``firstfault serve token add USER``."""
     if ctx.invoked_subcommand is not None:
@@ -52,8 +56,8 @@ def serve(
         from firstfault.service.worker import WorkerConfig
     except ImportError as exc:
         raise fail(f"the service needs its extra: pip install 'firstfault[service]' ({exc})") from None
-    if workers < 1 or max_upload_mb < 1 or max_unpacked_mb < 1:
-        raise fail("--workers, --max-upload-mb and --max-unpacked-mb must be at least 1")
+    if workers < 1 or max_upload_mb < 1 or max_unpacked_mb < 1 or lease_s < 1:
+        raise fail("--workers, --max-upload-mb, --max-unpacked-mb and --lease-s must be at least 1")
     try:
         roots = allowed_roots(allow_root or [])
     except OSError as exc:
@@ -64,7 +68,7 @@ def serve(
         max_upload=max_upload_mb * 1024**2,
         rate=rate,
         burst=burst,
-        worker=WorkerConfig(workers=workers, max_unpacked=max_unpacked_mb * 1024**2),
+        worker=WorkerConfig(workers=workers, max_unpacked=max_unpacked_mb * 1024**2, lease_s=lease_s),
         store_url=store,
     )
     if store is not None and not store.startswith(("postgresql://", "postgres://")):
