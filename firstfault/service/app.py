@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
@@ -122,7 +122,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         version="1",
         lifespan=lifespan,
     )
-    _routes(app)
+    app.include_router(router)
     app.add_middleware(BodyCap, exempt=UPLOAD_ROUTE, cap=SMALL_BODY)
     return app
 
@@ -156,97 +156,106 @@ def _submitted(s: _State, job: Job, created: bool) -> JSONResponse:
     return JSONResponse(job.public(), status_code=202 if created else 200)
 
 
-def _routes(app: FastAPI) -> None:  # one nested function per route
-    @app.get("/healthz")
-    def healthz(request: Request) -> dict[str, Any]:
-        """The queue's and the store's state (no token needed: a probe)."""
-        s = _st(request)
-        try:
-            queue, ok = s.store.counts(), True
-        except Exception:
-            queue, ok = {}, False
-        return {
-            "status": "ok" if ok else "degraded",
-            "store": {"backend": s.store.backend, "ok": ok},
-            "queue": queue,
-            "workers": s.config.worker.workers,
-            "instance": s.instance,
-        }
+router = APIRouter()
 
-    @app.get("/metrics", response_class=PlainTextResponse)
-    def metrics(request: Request) -> str:
-        """Prometheus text exposition."""
-        s = _st(request)
-        return s.metrics.exposition(s.store.counts())
 
-    @app.post("/v1/jobs", status_code=202)
-    def submit_path(body: PathSubmission, request: Request, user: User) -> JSONResponse:
-        """Analyse a bundle already on the server, under one of its allowed roots."""
-        s = _st(request)
-        if not s.config.roots:
-            s.metrics.refusal(403)
-            raise HTTPException(403, "this server takes no paths (no --allow-root); upload the bundle")
-        try:
-            real = check_path(body.path, s.config.roots)
-            key = path_key(real)
-        except PathRefused as exc:
-            s.metrics.refusal(403)
-            raise HTTPException(403, f"path refused: {exc}") from None
-        job, created = s.store.submit(key, user, SourceKind.PATH, str(real))
-        return _submitted(s, job, created)
+@router.get("/healthz")
+def healthz(request: Request) -> dict[str, Any]:
+    """The queue's and the store's state (no token needed: a probe)."""
+    s = _st(request)
+    try:
+        queue, ok = s.store.counts(), True
+    except Exception:
+        queue, ok = {}, False
+    return {
+        "status": "ok" if ok else "degraded",
+        "store": {"backend": s.store.backend, "ok": ok},
+        "queue": queue,
+        "workers": s.config.worker.workers,
+        "instance": s.instance,
+    }
 
-    @app.post("/v1/jobs/upload", status_code=202)
-    async def submit_upload(request: Request, user: User, name: str = "upload.log") -> JSONResponse:
-        """Upload one log or an archive (.tar.gz, .tgz, .tar, .tar.xz, .tar.bz2) as the raw body;
-        ``name`` says which. Archives unpack under discovery's member, ratio and size limits."""
-        s = _st(request)
-        spooled = await _spool(request, s)
-        clean = safe_name(name)
-        key = upload_key(clean, spooled[1])
-        final = s.config.data_dir / "spool" / key / clean
-        await run_in_threadpool(_place, spooled[0], final)
-        job, created = await run_in_threadpool(s.store.submit, key, user, SourceKind.UPLOAD, str(final))
-        return _submitted(s, job, created)
 
-    @app.get("/v1/jobs")
-    def list_jobs(
-        request: Request,
-        user: User,
-        state: JobState | None = None,
-        category: str | None = None,
-        q: Annotated[str | None, Query(max_length=200)] = None,
-        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    ) -> dict[str, Any]:
-        """Past jobs, newest first; ``q`` searches the verdict's summary and the bundle's name."""
-        jobs = _st(request).store.search(JobQuery(state, category, q, limit))
-        return {"jobs": [j.public() for j in jobs]}
+@router.get("/metrics", response_class=PlainTextResponse)
+def metrics(request: Request) -> str:
+    """Prometheus text exposition."""
+    s = _st(request)
+    return s.metrics.exposition(s.store.counts())
 
-    @app.get("/v1/jobs/{job_id}")
-    def get_job(job_id: str, request: Request, user: User) -> dict[str, Any]:
-        """A job's state; with the verdict once done."""
-        s = _st(request)
-        job = _job_or_404(s, job_id)
-        out = job.public()
-        if job.state is JobState.DONE:
-            out["verdict"] = s.store.verdict(job_id)
-        return out
 
-    @app.get("/v1/jobs/{job_id}/verdict")
-    def get_verdict(job_id: str, request: Request, user: User) -> Response:
-        """The stored verdict JSON (``Verdict.to_dict()``), byte for byte what the worker stored."""
-        s = _st(request)
-        _job_or_404(s, job_id)
-        verdict = s.store.verdict(job_id)
-        if verdict is None:
-            raise HTTPException(404, "no verdict (yet) for this job")
-        return JSONResponse(verdict)
+@router.post("/v1/jobs", status_code=202)
+def submit_path(body: PathSubmission, request: Request, user: User) -> JSONResponse:
+    """Analyse a bundle already on the server, under one of its allowed roots."""
+    s = _st(request)
+    if not s.config.roots:
+        s.metrics.refusal(403)
+        raise HTTPException(403, "this server takes no paths (no --allow-root); upload the bundle")
+    try:
+        real = check_path(body.path, s.config.roots)
+        key = path_key(real)
+    except PathRefused as exc:
+        s.metrics.refusal(403)
+        raise HTTPException(403, f"path refused: {exc}") from None
+    job, created = s.store.submit(key, user, SourceKind.PATH, str(real))
+    return _submitted(s, job, created)
 
-    @app.get("/v1/jobs/{job_id}/events")
-    async def job_events(job_id: str, request: Request, user: User) -> StreamingResponse:
-        """Server-Sent Events: ``state`` on each change, then ``verdict`` (or ``end``) and close."""
-        s = _st(request)
-        await run_in_threadpool(_job_or_404, s, job_id)
-        return StreamingResponse(_events(s, job_id), media_type="text/event-stream")
+
+@router.post("/v1/jobs/upload", status_code=202)
+async def submit_upload(request: Request, user: User, name: str = "upload.log") -> JSONResponse:
+    """Upload one log or an archive (.tar.gz, .tgz, .tar, .tar.xz, .tar.bz2) as the raw body;
+    ``name`` says which. Archives unpack under discovery's member, ratio and size limits."""
+    s = _st(request)
+    spooled = await _spool(request, s)
+    clean = safe_name(name)
+    key = upload_key(clean, spooled[1])
+    final = s.config.data_dir / "spool" / key / clean
+    await run_in_threadpool(_place, spooled[0], final)
+    job, created = await run_in_threadpool(s.store.submit, key, user, SourceKind.UPLOAD, str(final))
+    return _submitted(s, job, created)
+
+
+@router.get("/v1/jobs")
+def list_jobs(
+    request: Request,
+    user: User,
+    state: JobState | None = None,
+    category: str | None = None,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict[str, Any]:
+    """Past jobs, newest first; ``q`` searches the verdict's summary and the bundle's name."""
+    jobs = _st(request).store.search(JobQuery(state, category, q, limit))
+    return {"jobs": [j.public() for j in jobs]}
+
+
+@router.get("/v1/jobs/{job_id}")
+def get_job(job_id: str, request: Request, user: User) -> dict[str, Any]:
+    """A job's state; with the verdict once done."""
+    s = _st(request)
+    job = _job_or_404(s, job_id)
+    out = job.public()
+    if job.state is JobState.DONE:
+        out["verdict"] = s.store.verdict(job_id)
+    return out
+
+
+@router.get("/v1/jobs/{job_id}/verdict")
+def get_verdict(job_id: str, request: Request, user: User) -> Response:
+    """The stored verdict JSON (``Verdict.to_dict()``), byte for byte what the worker stored."""
+    s = _st(request)
+    _job_or_404(s, job_id)
+    verdict = s.store.verdict(job_id)
+    if verdict is None:
+        raise HTTPException(404, "no verdict (yet) for this job")
+    return JSONResponse(verdict)
+
+
+@router.get("/v1/jobs/{job_id}/events")
+async def job_events(job_id: str, request: Request, user: User) -> StreamingResponse:
+    """Server-Sent Events: ``state`` on each change, then ``verdict`` (or ``end``) and close."""
+    s = _st(request)
+    await run_in_threadpool(_job_or_404, s, job_id)
+    return StreamingResponse(_events(s, job_id), media_type="text/event-stream")
 
 
 def _job_or_404(s: _State, job_id: str) -> Job:
