@@ -122,3 +122,29 @@ def test_a_second_server_on_the_same_folder_is_refused(tmp_path: Path) -> None:
     with service(tmp_path / "data"), pytest.raises(RuntimeError, match="another firstfault server"):  # noqa: SIM117
         with service(tmp_path / "data"):
             pass
+
+
+def test_cli_refusals_are_one_line(tmp_path: Path) -> None:
+    """Bad options and a held folder: exit 2 with one line, never uvicorn's startup traceback."""
+    import fcntl
+
+    from typer.testing import CliRunner
+
+    from firstfault.cli import app
+
+    runner = CliRunner()
+    data = str(tmp_path / "data")
+    token = runner.invoke(app, ["serve", "token", "add", "alice", "--data", data])
+    assert token.exit_code == 0 and token.output.startswith("ff_") and len(token.output.split()) == 1
+    cases = [
+        ["serve", "token", "add", "bad user!", "--data", data],
+        ["serve", "--data", data, "--store", "mysql://x"],
+        ["serve", "--data", data, "--allow-root", str(tmp_path / "missing")],
+    ]
+    with open(tmp_path / "data" / "server.lock", "wb") as held:  # a server already on the folder
+        fcntl.flock(held, fcntl.LOCK_EX)
+        cases.append(["serve", "--data", data, "--port", "1"])
+        for args in cases:
+            r = runner.invoke(app, args)
+            assert r.exit_code == 2 and "Traceback" not in r.output, (args, r.output)
+        assert "another firstfault server" in r.output.replace("\n", " ")

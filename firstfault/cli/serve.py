@@ -51,9 +51,10 @@ def serve(
     try:
         import uvicorn
 
-        from firstfault.service.app import ServiceConfig, create_app
+        from firstfault.service.app import ServiceConfig, create_app, preflight
         from firstfault.service.paths import allowed_roots
         from firstfault.service.worker import WorkerConfig
+        from firstfault.vocab import InputError
     except ImportError as exc:
         raise fail(f"the service needs its extra: pip install 'firstfault[service]' ({exc})") from None
     if workers < 1 or max_upload_mb < 1 or max_unpacked_mb < 1 or lease_s < 1:
@@ -74,9 +75,10 @@ def serve(
     if store is not None and not store.startswith(("postgresql://", "postgres://")):
         raise fail("--store takes a postgresql:// URL (the default is SQLite in the data folder)")
     try:
-        uvicorn.run(create_app(config), host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
-    except RuntimeError as exc:
+        preflight(config)
+    except (RuntimeError, ValueError, OSError, InputError) as exc:
         raise fail(exc) from None
+    uvicorn.run(create_app(config), host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
 
 
 @token_app.command("add")

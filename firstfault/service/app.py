@@ -92,6 +92,17 @@ def _hold_data_dir(data_dir: Path, exclusive: bool) -> IO[bytes]:
     return fh
 
 
+def preflight(config: ServiceConfig) -> None:
+    """What would stop the server starting (its folder held by another server, the store out of
+    reach), found before uvicorn starts, so the command says it in one line rather than a traceback.
+    The lock is let go again; the server takes it at start (and would still refuse there)."""
+    lock = _hold_data_dir(config.data_dir, exclusive=config.store_url is None)
+    try:
+        open_store(config.data_dir, config.store_url).close()
+    finally:
+        lock.close()
+
+
 def create_app(config: ServiceConfig) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
