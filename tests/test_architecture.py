@@ -27,6 +27,7 @@ LAYERS = [
     ("firstfault.pipeline", 7),
     ("firstfault.signatures", 7),
     ("firstfault.fleet", 8),  # beside the pipeline: calls it, keeps its verdicts
+    ("firstfault.service", 8),  # beside the pipeline: the HTTP service calls it
     ("firstfault.cli", 9),
     ("firstfault.audit", 8),
     ("firstfault", 8),  # the package itself: the public API

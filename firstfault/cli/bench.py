@@ -273,3 +273,36 @@ def bench_audit(
         f"right exactly where the audit said attributable: {agree}/{ran}"
     )
     raise typer.Exit(0 if all(r.ok for r in rows) else 1)
+
+
+@app.command("serve")
+def bench_serve(
+    count: Annotated[int, typer.Option(help="Submissions in all")] = 1000,
+    clients: Annotated[int, typer.Option(help="Concurrent clients")] = 100,
+    kill_at: Annotated[
+        int | None, typer.Option("--kill-at", help="SIGKILL the server after this many submissions, then restart it")
+    ] = None,
+    workers: Annotated[int, typer.Option(help="The server's analysis processes")] = 2,
+    store: Annotated[
+        str | None, typer.Option("--store", help="An empty PostgreSQL database (postgresql://...) instead of SQLite")
+    ] = None,
+    lease_s: Annotated[
+        float, typer.Option("--lease-s", help="The server's job lease (PostgreSQL recovers by it)")
+    ] = 60.0,
+    markdown: Annotated[Path | None, typer.Option("--markdown", help="Also write the table as Markdown")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON too")] = False,
+) -> None:
+    """Load-test `firstfault serve` on loopback: throughput, latency, lost and duplicated jobs
+    (needs firstfault\\[service])."""
+    if count < 1 or clients < 1 or workers < 1 or (kill_at is not None and not 0 < kill_at < count):
+        raise fail("--count, --clients and --workers must be at least 1, and --kill-at between 1 and count - 1")
+    from firstfault_bench.serve import run_serve, summary, table
+
+    result = run_serve(count=count, clients=clients, kill_at=kill_at, workers=workers, store=store, lease_s=lease_s)
+    text = table([result])
+    print(text)
+    if as_json:
+        print(json.dumps(summary(result)))
+    if markdown is not None:
+        markdown.write_text(text, encoding="utf-8")
+    raise typer.Exit(0 if result.lost == 0 and result.duplicated == 0 else 1)
