@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,3 +80,19 @@ def make_bundle(sim_root: Path) -> Callable[..., Path]:
 
 def truth(bundle: Path) -> dict[str, object]:
     return json.loads((bundle / "truth.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Debian chromium through Playwright, one per test module (the HTML report's and
+    the audit page's browser tests); skipped where either is absent."""
+    from firstfault_bench import html as bench_html
+
+    if not bench_html.browser_available():
+        pytest.skip("needs /usr/bin/chromium and the playwright package")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=bench_html.CHROMIUM, args=bench_html.CHROMIUM_ARGS)
+        yield b
+        b.close()

@@ -3,7 +3,6 @@ real browser (Debian's chromium via Playwright; skipped only when either is miss
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,6 @@ import pytest
 
 from firstfault.audit import audit, layout_from_dict
 from firstfault.audit.html import colour, render_html, write_html
-from firstfault_bench import html as bench_html
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / ".artifacts"
 HOSTILE = "</style><script>window.__owned=1</script><img src=x onerror=alert(1)>"
@@ -25,18 +23,6 @@ def test_text_is_escaped() -> None:
     page = render_html(small(HOSTILE))
     assert "<script" not in page and "onerror=alert" not in page.replace("onerror=alert(1)&gt;", "")
     assert "&lt;/style&gt;&lt;script&gt;" in page
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not bench_html.browser_available():
-        pytest.skip("needs /usr/bin/chromium and the playwright package")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=bench_html.CHROMIUM, args=bench_html.CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def open_page(browser: Any, path: Path) -> tuple[Any, list[str], list[str]]:

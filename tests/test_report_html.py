@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -437,18 +436,6 @@ def test_vendored_library_has_its_license() -> None:
 needs_browser = pytest.mark.skipif(
     not bench_html.browser_available(), reason="needs /usr/bin/chromium and the playwright package"
 )
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not bench_html.browser_available():
-        pytest.skip("needs /usr/bin/chromium and the playwright package")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=bench_html.CHROMIUM, args=bench_html.CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 class Opened:
