@@ -541,21 +541,22 @@ def decode_budget(size: int) -> int:
     return max(64 * 1024 * 1024, settings.current().limits.fr_decode_bytes - size)
 
 
-def _rss_bytes() -> int | None:
-    """Resident set size of this process (Linux ``/proc``), or None where unknown."""
+def _statm_bytes(field: int) -> int | None:
+    """Field ``field`` of ``/proc/self/statm`` in bytes (0: address space, 1: resident set), or
+    None where Linux's ``/proc`` is not there to read."""
     try:
         with open("/proc/self/statm", "rb") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            return int(fh.read().split()[field]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _rss_bytes() -> int | None:
+    return _statm_bytes(1)
 
 
 def _vm_bytes() -> int | None:
-    try:
-        with open("/proc/self/statm", "rb") as fh:
-            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
+    return _statm_bytes(0)
 
 
 class FastLoader:

@@ -374,12 +374,15 @@ def fr_hang_candidates(ev: ReasoningInput) -> list[Candidate]:
     """The flight recorder's blamed ranks when no log line names a fault: dumps that show ranks
     waiting in a collective a peer never entered are a hang, even when the logs are gone (a bundle
     of dumps alone). Never "no failure": dumps with a wait nobody finished are not a healthy job."""
-    out = []
-    for e in ev.fr_events:
-        if e.signature in ("flightrec.missing", "flightrec.stalled", "flightrec.mismatched"):
-            kind = CandidateKind.SILENT if e.signature != "flightrec.mismatched" else CandidateKind.EVENT
-            out.append(Candidate(kind, e, e.rank, None, e.ts, e.category, [e.text]))
-    return out[:1]
+    for c in fr_culprits(ev.fr):
+        if c.kind not in (FRKind.MISSING, FRKind.STALLED, FRKind.MISMATCHED):
+            continue
+        # the culprit's event, as the chain has it (one per culprit: same rank, same kind)
+        e = next((x for x in ev.fr_events if x.rank == c.rank and x.fields.get("fr_kind") == str(c.kind)), None)
+        if e is not None:
+            kind = CandidateKind.EVENT if c.kind == FRKind.MISMATCHED else CandidateKind.SILENT
+            return [Candidate(kind, e, e.rank, None, e.ts, e.category, [e.text])]
+    return []
 
 
 def straggler_candidate(ev: ReasoningInput) -> Candidate | None:
