@@ -101,6 +101,34 @@ def test_identical_rankless_copies_are_several_processes() -> None:
     assert common is not None and common.copies == 3
 
 
+def test_an_abort_after_a_lost_peer_is_no_second_copy() -> None:
+    """CI's exit_code flake: rank 2 exits and aborts in shutdown (``terminate called without an
+    active exception``); rank 3 loses its connection to rank 2 and aborts the same way. Neither
+    line has a time; the file order says rank 3 was a victim first, so the job did not fail "the
+    same way on every rank": rank 2 alone is the culprit."""
+    from firstfault.reason.configuration import common_failure
+
+    abort = "terminate called without an active exception"
+    log = "launcher.log"
+    events = [
+        ev(abort, rank=2, source=log, line=11, signature="cpp.terminate_no_exception", category=Category.PROCESS_CRASH),
+        ev(
+            "RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:18590",
+            rank=3,
+            source=log,
+            line=66,
+            role=Role.CASCADE,
+            category=Category.NETWORK,
+            layer=Layer.FRAMEWORK,
+            signature="gloo.connection_closed",
+        ),
+        ev(abort, rank=3, source=log, line=78, signature="cpp.terminate_no_exception", category=Category.PROCESS_CRASH),
+    ]
+    corr = correlate(events, range(4))
+    assert common_failure(corr, world=4) is None
+    assert [c.rank for c in corr.candidates] == [2]
+
+
 def test_victims_naming_a_rank_beat_bare_exits() -> None:
     """Store waits time out on rank 5's key; the waiting ranks' lines carry no prefix, so all that is
     placed of them is their exit codes. Rank 5, named by the victims, is the culprit."""

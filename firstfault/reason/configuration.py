@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from firstfault.reason.correlate import TEARDOWN_SIGNALS, Correlation, exit_signal
+from firstfault.reason.correlate import TEARDOWN_SIGNALS, Correlation, exit_signal, victim_first
 from firstfault.vocab import Category, Event, Layer, Role, settings
 
 _MASK = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -57,7 +57,7 @@ def common_failure(corr: Correlation, world: int | None) -> CommonFailure | None
     """The failure every rank shared, when there is one (see the module's docstring)."""
     own: dict[int, Event] = {}
     for r, v in corr.ranks.items():
-        if v.first_root is not None and not _victim_first(v):
+        if v.first_root is not None and not victim_first(v):
             own[r] = v.first_root
     rankless = _rankless_roots(corr)
     keys = {template_key(e) for e in own.values()}
@@ -97,14 +97,6 @@ def _common_exit(corr: Correlation, world: int | None) -> CommonFailure | None:
         return None
     first = min(exits.values(), key=lambda e: (e.ts if e.ts is not None else float("inf"), e.line))
     return CommonFailure(first, sorted(exits), len(exits), len(exits))
-
-
-def _victim_first(v: object) -> bool:
-    fc = getattr(v, "first_cascade", None)
-    fr = getattr(v, "first_root", None)
-    if fc is None or fr is None or fc.ts is None or fr.ts is None:
-        return False
-    return bool(fc.ts < fr.ts)
 
 
 def _failed_exit(v: object) -> bool:

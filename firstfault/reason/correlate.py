@@ -232,6 +232,16 @@ def _same_block(a: Event, b: Event, lines: int = 3) -> bool:
     return a.source == b.source and 0 < b.line - a.line <= lines and near_in_time
 
 
+def victim_first(v: RankView) -> bool:
+    """The rank lost a peer (a timeout, a closed connection) before its own error: the error follows.
+
+    One test for the candidate list and for "every rank failed the same way": the abort a rank
+    prints after its peer vanished is the peer's failure, not a second copy of it.
+    """
+    fc, fr = v.first_cascade, v.first_root
+    return fc is not None and fr is not None and _earlier(fc, fr) and not _same_block(fc, fr)
+
+
 def _exit_candidate(v: RankView) -> Candidate | None:
     """A rank that died with no explanation of its own (no traceback, not torn down)."""
     for ex in v.exits:
@@ -322,7 +332,7 @@ def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Corre
     for v in ranks.values():
         if v.first_root is not None:
             e = v.first_root
-            if v.first_cascade is not None and _earlier(v.first_cascade, e) and not _same_block(v.first_cascade, e):
+            if victim_first(v):
                 continue  # this rank was a victim first; its later exception follows from that
             candidates.append(Candidate(CandidateKind.EVENT, e, v.rank, e.host, e.ts, e.category))
         else:
