@@ -9,6 +9,7 @@ from __future__ import annotations
 from stage_events import ev
 
 from firstfault.reason.attribute import attribute
+from firstfault.reason.configuration import TrainingSeen
 from firstfault.reason.correlate import correlate, host_explains
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.vocab import CandidateKind, Category, Layer, Role, Severity
@@ -49,7 +50,8 @@ def test_a_victim_that_raises_later_is_not_a_candidate() -> None:
 
 
 def test_the_verdict_names_the_culprit_and_explains_the_timeouts() -> None:
-    v = attribute(correlate(_job(), range(4)), ReasoningInput())
+    training = TrainingSeen(True, T0 - 100)  # steps before the fault: an error of training, not of start-up
+    v = attribute(correlate(_job(), range(4)), ReasoningInput(training=training))
     assert v.category == Category.APPLICATION_ERROR and v.culprit.ranks == [1]
     assert v.root_event is not None and "expert capacity" in v.root_event.text
     assert v.explained_fraction == 1.0
@@ -240,3 +242,10 @@ def test_torn_down_ranks_that_abort_on_their_way_out_did_not_fail_on_their_own()
         events.append(_exit(r, "3") if r == 2 else _exit(r, "-15", "SIGTERM"))
     v = attribute(correlate(events, range(4)), ReasoningInput())
     assert v.culprit.ranks == [2]
+
+
+def test_no_step_and_no_start_reads_as_start_up() -> None:
+    """A lone paste that never shows training under way: its exception is one of the set-up."""
+    v = attribute(correlate(_job(), range(4)), ReasoningInput())
+    assert v.category == Category.CONFIGURATION
+    assert any("no line shows training under way" in r for r in v.reasons)

@@ -47,7 +47,10 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
     if not before_training(ts, ev.training, ev.launch_start, exact, end):
         return
     cat = pretraining_category(hyp.category, root)
-    hyp.reasons.append("it happened before training started: no rank had made a step yet")
+    if ev.training.seen or ev.launch_start is not None:
+        hyp.reasons.append("it happened before training started: no rank had made a step yet")
+    else:
+        hyp.reasons.append("no line shows training under way (no step, loss or rate): a failure of the start-up")
     if cat is None or cat == hyp.category:
         return
     old = hyp.category
