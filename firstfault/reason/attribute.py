@@ -36,6 +36,7 @@ from firstfault.reason.lost_hosts import date_lost_hosts
 from firstfault.reason.network import localize_network
 from firstfault.reason.refine import (
     apply_before_training,
+    apply_lone_setup_rank,
     apply_fr_mismatch,
     apply_group_mismatch,
     apply_witness,
@@ -71,6 +72,7 @@ def attribute(
     if win.kind == CandidateKind.COMMON:
         hyp.culprit.ranks, hyp.culprit.hosts, hyp.culprit.gpus = [], [], []
     apply_before_training(hyp, win, inp)
+    apply_lone_setup_rank(hyp, corr, inp)
     apply_fr_mismatch(hyp, win, inp)
     if not fr_culprits(inp.fr):
         apply_witness(hyp, corr, world)

@@ -136,9 +136,20 @@ class TrainingSeen:
     first_ts: float | None
 
 
+# A signature's ``sets = { startup = "configuration" }``: a generic return code (NCCL's "unhandled
+# system error", "unhandled cuda error", a CUDA call failing in NVLS set-up, a rendezvous connect
+# timing out) that says a call failed, not what failed. Before training it is the set-up: NCCL's
+# troubleshooting guide (user guide 2.26, "Errors" and "IP Network Interfaces") says these codes
+# mean an external call failed, and that interfaces that are up but cannot reach the other nodes
+# make NCCL "fail during the init functions". Later in a run the signature keeps its own category.
+STARTUP = "startup"
+
+
 def pretraining_category(cat: Category, root: Event | None) -> Category | None:
     """The category a failure before training takes, or None when it keeps its own."""
     if cat in PRETRAIN_CATEGORIES:
+        return Category.CONFIGURATION
+    if root is not None and root.fields.get(STARTUP) == Category.CONFIGURATION.value:
         return Category.CONFIGURATION
     if cat == Category.HOST_OOM and root is not None and root.layer == Layer.SCHEDULER:
         return Category.CONFIGURATION  # the job's memory limit, enforced by the scheduler at start-up

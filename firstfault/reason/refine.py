@@ -60,6 +60,26 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
     hyp.reasons.append(f"a failure of the set-up ({old.value} before the first step): fix the configuration")
 
 
+def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInput) -> None:
+    """A set-up failure seen on one rank, in a log that shows no other rank, names no culprit.
+
+    Every rank reads the same configuration, so it most likely failed on every rank; the log
+    holds one of them (a paste, one rank's file). Naming that rank would blame the one the user
+    happened to copy. Where other ranks are in the log and went on (a shard missing on rank 1
+    only), the rank that failed is the culprit and keeps the name.
+    """
+    if hyp.category != Category.CONFIGURATION or len(hyp.culprit.ranks) != 1:
+        return
+    seen = {r for r, v in corr.ranks.items() if v.events or v.unrecognised}
+    (rank,) = hyp.culprit.ranks
+    if seen - {rank}:
+        return
+    hyp.culprit.ranks = []
+    hyp.reasons.append(
+        f"rank {rank} is the only rank in the log: a set-up failure is every rank's, so no rank is named"
+    )
+
+
 def apply_witness(hyp: Hypothesis, corr: Correlation, world: int | None) -> None:
     """A receiver that aborted on a buffer too large for it is a witness; the sender is the culprit."""
     root = hyp.root_event
