@@ -249,3 +249,26 @@ def test_no_step_and_no_start_reads_as_start_up() -> None:
     v = attribute(correlate(_job(), range(4)), ReasoningInput())
     assert v.category == Category.CONFIGURATION
     assert any("no line shows training under way" in r for r in v.reasons)
+
+
+def _raised(exc: str, path: str) -> list:
+    frames = [f'  File "{path}", line 1997, in no_sync', "    assert not self.zero_optimization_partition_gradients()"]
+    root = ev(f"{exc}: no_sync is incompatible", rank=0, ts=T0, signature="python.exception", context=frames)
+    root.fields["exc"] = exc
+    return [root]
+
+
+def test_a_programming_error_inside_a_library_is_its_bug() -> None:
+    """deepspeed-6793's shape: an AssertionError whose innermost frame is in site-packages."""
+    training = TrainingSeen(True, T0 - 100)
+    lib = "/root/miniconda3/envs/llama/lib/python3.11/site-packages/deepspeed/runtime/engine.py"
+    v = attribute(correlate(_raised("AssertionError", lib), range(1)), ReasoningInput(training=training))
+    assert v.category == Category.SOFTWARE_BUG
+    assert any("inside the installed package deepspeed" in r for r in v.reasons)
+    # the user's own file: their error; a library refusing a bad value: not a bug of the library
+    mine = attribute(
+        correlate(_raised("AssertionError", "/home/me/train.py"), range(1)), ReasoningInput(training=training)
+    )
+    assert mine.category == Category.APPLICATION_ERROR
+    refused = attribute(correlate(_raised("ValueError", lib), range(1)), ReasoningInput(training=training))
+    assert refused.category == Category.APPLICATION_ERROR

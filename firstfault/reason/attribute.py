@@ -36,9 +36,10 @@ from firstfault.reason.lost_hosts import date_lost_hosts
 from firstfault.reason.network import localize_network
 from firstfault.reason.refine import (
     apply_before_training,
-    apply_lone_setup_rank,
     apply_fr_mismatch,
     apply_group_mismatch,
+    apply_lone_setup_rank,
+    apply_raise_site,
     apply_witness,
     common_applies,
     world_size,
@@ -71,6 +72,7 @@ def attribute(
     hyp = hypothesis(win, corr, inp)
     if win.kind == CandidateKind.COMMON:
         hyp.culprit.ranks, hyp.culprit.hosts, hyp.culprit.gpus = [], [], []
+    apply_raise_site(hyp)
     apply_before_training(hyp, win, inp)
     apply_lone_setup_rank(hyp, corr, inp)
     apply_fr_mismatch(hyp, win, inp)
