@@ -38,3 +38,17 @@ def test_ranks_that_never_registered_are_a_start_up_stall(tmp_path: Path) -> Non
     every = "".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/2\n" for r in (0, 1))
     log.write_text(every + "All distributed processes registered. Starting with 2 processes\n")
     assert str(analyze(log).category) == "none"
+
+
+def test_errors_after_a_requeue_are_its_tear_down(tmp_path: Path) -> None:
+    """slurmstepd's requeue cancels the step; the lines after it are its fallout, not a fault."""
+    log = tmp_path / "slurm-608.out"
+    log.write_text(
+        "slurmstepd: error: *** JOB 608 ON node01 CANCELLED AT 2022-08-12T02:06:12 DUE TO JOB REQUEUE ***\n"
+        "slurmstepd: error: *** STEP 608.0 ON node01 CANCELLED AT 2022-08-12T02:06:12 DUE TO JOB REQUEUE ***\n"
+        "slurmstepd: error: Failed to send MESSAGE_TASK_EXIT: Connection refused\n"
+        "srun: error: node01: tasks 2-3: Exited with exit code 1\n"
+    )
+    v = analyze(log)
+    assert str(v.category) == "scheduler" and v.culprit.ranks == []
+    assert v.root_event is not None and "DUE TO JOB REQUEUE" in v.root_event.text

@@ -22,6 +22,7 @@ from firstfault.reason.candidates import (
     orphan_cascade_candidates,
     rank_list,
     rankless_exit_candidates,
+    scheduler_end_candidates,
     silent_candidates,
     stalled_before_limit,
     stalled_first,
@@ -139,6 +140,8 @@ def candidates(corr: Correlation, inp: ReasoningInput) -> list[Candidate]:
         cands = rankless_exit_candidates(corr)
     if not cands:
         cands = orphan_cascade_candidates(corr)
+    if not cands:
+        cands = scheduler_end_candidates(corr)
     if not cands:
         cands = unrecognised_candidates(corr.unrecognised)
     if not cands:

@@ -25,13 +25,14 @@ from firstfault.reason.correlate import (
     arrival_order,
     candidate_order,
     corroborates,
+    earlier,
     exit_signal,
     host_explains,
     is_exit_record,
 )
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.straggler import find_slowdown
-from firstfault.vocab import CandidateKind, Category, Event, FRKind, RankProgress, Role, Severity, settings
+from firstfault.vocab import CandidateKind, Category, Event, FRKind, Layer, RankProgress, Role, Severity, settings
 from firstfault.vocab.timefmt import iso
 from firstfault.vocab.topology import Topology
 
@@ -201,6 +202,29 @@ def rankless_exit_candidates(corr: Correlation) -> list[Candidate]:
         out.append(Candidate(CandidateKind.EXIT, e, None, e.host, e.ts, cat, [reason]))
     out.sort(key=candidate_order)
     return out[:1]
+
+
+def scheduler_end_candidates(corr: Correlation) -> list[Candidate]:
+    """The scheduler ended the job (a requeue) before any error line of the job's own.
+
+    slurmstepd's ``CANCELLED AT ... DUE TO JOB REQUEUE`` is a tear-down: the scheduler stops the
+    step and every process in it. The lines printed after it (slurmstepd failing to report task
+    exits, tasks exiting 1) are that tear-down's fallout, not a fault of their own; with no error
+    before it, the scheduler's end is the answer, and its cause is in the scheduler's log. Which
+    tear-downs count is data: a scheduler signature that sets ``reason``.
+    """
+    ends = [e for e in corr.errors if e.role == Role.TEARDOWN and e.layer == Layer.SCHEDULER and e.fields.get("reason")]
+    if not ends or any(e.role == Role.ROOT for e in corr.errors):
+        return []
+    end = min(ends, key=lambda x: (x.ts if x.ts is not None else float("inf"), x.source, x.line))
+    if any(earlier(u, end) for u in corr.unrecognised):
+        return []
+    after = sum(1 for u in corr.unrecognised if earlier(end, u))
+    reason = (
+        f"the scheduler ended the job ({end.fields['reason']}) before any error of the job's own; "
+        f"the {after} unrecognised error line(s) after it are its tear-down"
+    )
+    return [Candidate(CandidateKind.EVENT, end, None, end.host, end.ts, Category.SCHEDULER, [reason])]
 
 
 def orphan_cascade_candidates(corr: Correlation) -> list[Candidate]:

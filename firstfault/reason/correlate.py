@@ -204,7 +204,7 @@ def _most_specific(roots: list[Event]) -> Event | None:
     return best
 
 
-def _earlier(a: Event | None, b: Event | None) -> bool:
+def earlier(a: Event | None, b: Event | None) -> bool:
     """a happened before b (unknown times sort last; the file order breaks ties)."""
     if a is None:
         return False
@@ -239,7 +239,7 @@ def victim_first(v: RankView) -> bool:
     prints after its peer vanished is the peer's failure, not a second copy of it.
     """
     fc, fr = v.first_cascade, v.first_root
-    return fc is not None and fr is not None and _earlier(fc, fr) and not _same_block(fc, fr)
+    return fc is not None and fr is not None and earlier(fc, fr) and not _same_block(fc, fr)
 
 
 def _exit_candidate(v: RankView) -> Candidate | None:
