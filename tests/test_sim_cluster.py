@@ -181,6 +181,20 @@ def test_node_failure_silences_the_host(tmp_path: Path) -> None:
     assert t_dead
 
 
+def test_lost_host_without_nccl_info_is_the_host_not_its_peer(tmp_path: Path) -> None:
+    """NCCL_DEBUG=WARN (noise 0): no line maps the dead node's address to its name, and slurmctld
+    says "not responding" after the job ended. The ranks' log folders say where each rank ran, the
+    scheduler names the node, and the address no other host owns is the dead node's."""
+    from firstfault.pipeline import analyze
+
+    out, truth = _sim(
+        tmp_path, "node_failure:host=gpu0004", hosts=4, gpus_per_host=8, layout=Layout(tp=8), noise=0, seed=0
+    )
+    v = analyze(out)
+    assert str(v.category) == truth["expected_category"] == "scheduler"
+    assert v.culprit.hosts == ["gpu0004"] and v.culprit.ranks[0] in truth["culprit_ranks"]  # type: ignore[operator]
+
+
 # ----------------------------------------------------------------------------- wording
 
 # (a real line of each kind, quoted from the public log or real capture the template names,

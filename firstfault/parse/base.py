@@ -84,6 +84,7 @@ class Progress:
     last_source: str | None = None
     last_line: int | None = None
     last_text: str | None = None
+    host: str | None = None  # the host whose per-rank log folder held these lines
 
 
 @dataclass

@@ -104,7 +104,7 @@ class ParseResult:
                     last_step_ts=p.last_ts,
                     steps_seen=p.steps_seen,
                     median_step_ms=med,
-                    host=self.ctx.topology.rank_host.get(rank),
+                    host=self.ctx.topology.rank_host.get(rank) or p.host,
                     recent_step_ms=recent,
                     step_interval_s=round(interval, 3) if interval else None,
                 )
@@ -430,6 +430,8 @@ def _merge_progress(seen: dict[int, _Seen], ctx: ParseContext, sf: SourceFile) -
     prog = ctx.progress_by_attempt.setdefault(sf.attempt or 0, {})
     for r, s in seen.items():
         p = prog.setdefault(r, Progress())
+        if sf.kind == FileKind.ELASTIC_RANK_LOG and sf.host:
+            p.host = p.host or sf.host  # a rank's own log in a host's folder: where the rank ran
         if p.first_step is None or s.first_step < p.first_step:
             ts = parse_timestamp(s.first_text, ctx.year_hint)
             if ts is not None:

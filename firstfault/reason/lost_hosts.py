@@ -28,10 +28,18 @@ def _about_failure(e: Event) -> bool:
     return "failed_node" in e.fields or e.fields.get("reason") == "node_failure"
 
 
+def ranks_on(host: str, topo: Topology, progress: Sequence[RankProgress]) -> set[int]:
+    """The ranks that ran on ``host``: from the topology (NCCL's init lines, a layout file) or, with
+    neither (``NCCL_DEBUG=WARN``), from the host whose log folder held each rank's progress."""
+    want = short_host(host)
+    ranks = {r for r, h in topo.rank_host.items() if short_host(h) == want}
+    return ranks | {p.rank for p in progress if p.host and short_host(p.host) == want and p.rank not in topo.rank_host}
+
+
 def last_sign_of_life(host: str, corr: Correlation, progress: Sequence[RankProgress], topo: Topology) -> float | None:
     """The latest time anything on ``host`` wrote: its ranks' events and progress, its kernel log."""
     want = short_host(host)
-    ranks = {r for r, h in topo.rank_host.items() if short_host(h) == want}
+    ranks = ranks_on(host, topo, progress)
     times = [p.last_step_ts for p in progress if p.last_step_ts is not None and p.rank in ranks]
     for r in ranks:
         v = corr.ranks.get(r)
@@ -51,6 +59,23 @@ def _peer_host(e: Event, topo: Topology) -> str | None:
     return topo.ip_host.get(ip or "") or short_host(ip)
 
 
+def _unknown_peer_is_lost(e: Event, cause: Candidate, topo: Topology) -> bool:
+    """A peer address no line ties to a host, failing after a host died whose address is unknown,
+    is that host's.
+
+    With ``NCCL_DEBUG=WARN`` a dead node never prints its own address (it prints nothing at all),
+    so its peers' ``Got completion from peer 10.64.0.14`` cannot be looked up. The scheduler named
+    the node that died; an address that belongs to no other host is the dead node's.
+    """
+    if cause.category != Category.SCHEDULER or cause.event is None or "failed_node" not in cause.event.fields:
+        return False
+    peer = normalize_ip((e.fields.get("peer") or "").split("<", 1)[0])
+    if not peer or peer in topo.ip_host:
+        return False
+    lost = short_host(cause.host)
+    return not any(short_host(h) == lost for h in topo.ip_host.values())
+
+
 # An untimed NCCL line inherits the time of the line above it: a lower bound. A connection
 # error that prints minutes after its cause can carry a time from before the cause.
 _LOWER_BOUND_S = 60.0
@@ -64,7 +89,7 @@ def _explains_peer_error(cause: Candidate, e: Event, topo: Topology) -> bool:
     """
     if e.signature not in PEER_SIGNATURES or cause.host is None or cause.ts is None:
         return False
-    to_cause = short_host(_peer_host(e, topo)) == short_host(cause.host)
+    to_cause = short_host(_peer_host(e, topo)) == short_host(cause.host) or _unknown_peer_is_lost(e, cause, topo)
     on_cause = cause.category == Category.NETWORK and short_host(e.host) == short_host(cause.host)
     if not (to_cause or on_cause):
         return False
@@ -107,7 +132,7 @@ def date_lost_hosts(
         if died is None:
             continue
         c.host = lost
-        on_host = sorted(r for r, h in topo.rank_host.items() if short_host(h) == short_host(lost))
+        on_host = sorted(ranks_on(lost, topo, progress))
         c.rank = on_host[0] if on_host else None
         if c.ts is None or died < c.ts:
             c.reasons.append(
