@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from firstfault.audit.layout import Layout
 from firstfault.audit.model import ComponentClass, Detection, Evidence, Mechanism
+from firstfault.vocab import settings
 
 GPU_LIKE = (ComponentClass.GPU, ComponentClass.GPU_HANG, ComponentClass.NVLINK)
 XID = {ComponentClass.GPU: "79/48/95", ComponentClass.GPU_HANG: "119", ComponentClass.NVLINK: "74"}
@@ -105,17 +106,27 @@ def attribution(lay: Layout, cls: ComponentClass, det: Detection, ev: tuple[Evid
 
 def _lost_host(lay: Layout, det: Detection, got: set[str]) -> tuple[bool, str]:
     """A lost host prints nothing; what names it is the scheduler noticing while the job still
-    runs, or its peers' completion errors, whose peer *address* maps to a host only through
-    NCCL's INFO init lines (``NCCL_DEBUG=INFO``: each rank prints its host and interfaces)."""
+    runs, or its peers' completion errors, whose peer *address* maps to a host through NCCL's
+    INFO init lines (``NCCL_DEBUG=INFO``: each rank prints its host and interfaces) or, with
+    WARN only, through the scheduler naming the dead node within the window's margin after the
+    job ended (``reason.lost_hosts``: an address no other host owns is the dead node's)."""
     if det.mechanism == Mechanism.SCHEDULER and "slurmctld log" in got:
         return True, "slurmctld sets the silent host DOWN while the job still waits: the job ends on its node failure"
     info = lay.evidence.nccl_debug.upper() in ("INFO", "TRACE")
-    if "stdout of the peers across the fault" in got and info:
+    peers = "stdout of the peers across the fault" in got
+    if peers and info:
         return True, "its peers' completion errors name its address, and NCCL's INFO init lines map it to the host"
-    if "stdout of the peers across the fault" in got:
+    margin = settings.current().reasoning.window_margin_after_s
+    if peers and "slurmctld log" in got and lay.timeouts.slurmd_timeout_s <= margin:
+        return True, (
+            f"slurmctld names the dead node {lay.timeouts.slurmd_timeout_s:.0f} s after it fell silent (within the "
+            f"{margin:.0f} s a verdict reads past the job's end), and its peers' completion errors name an address "
+            "no other host owns"
+        )
+    if peers:
         return False, (
             "its peers' completion errors name only an address (NCCL_DEBUG=WARN prints no init lines to map it to "
-            "a host) and slurmctld notices after the job ended: a verdict will name the peer's link, not the host"
+            "a host) and slurmctld notices too late or is not collected: a verdict will name the peer's link"
         )
     return False, "the host only falls silent: without the scheduler's log or NCCL's warnings nothing names it"
 
