@@ -1,0 +1,122 @@
+"""The SLURM tools' pieces that need no cluster: hostlists, job records, verdict reading, templates,
+and an epilog that must exit 0 whatever happens (the real-cluster tests are test_slurm_ops.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from firstfault.parse.slurm import expand_hostlist
+from firstfault.slurm.hostlist import compress_hostlist
+from firstfault.slurm.jobs import ExitCode, JobState, ended_badly, job_from_fields, job_state, parse_show_job
+from firstfault.slurm.monitor import check_template, follower_argv
+from firstfault.slurm.operator import drain_command, exclude_list, parse_verdict_text
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("hosts", "want"),
+    [
+        (["node03", "node01", "node02", "node07", "node02"], "node[01-03,07]"),
+        (["node9", "node10"], "node[9-10]"),
+        (["n5"], "n5"),
+        (["gpu-b2", "gpu-a1", "gpu-a2", "login"], "gpu-a[1-2],gpu-b2,login"),
+        ([], ""),
+    ],
+)
+def test_compress_hostlist_round_trips(hosts: list[str], want: str) -> None:
+    assert compress_hostlist(hosts) == want
+    assert sorted(expand_hostlist(want)) == sorted(set(hosts))
+
+
+def test_show_job_line_with_spaces_in_paths() -> None:
+    line = (
+        "JobId=42 JobName=train UserId=alice(1000) JobState=FAILED Reason=NonZeroExitCode ExitCode=1:0 "
+        "Partition=gpu NodeList=node[01-02] BatchHost=node01 WorkDir=/home/alice/my runs "
+        "StdOut=/home/alice/my runs/42/slurm-42.out Power="
+    )
+    job = job_from_fields(parse_show_job(line))
+    assert (job.job_id, job.user, job.partition, job.nodes, job.batch_host) == (
+        "42",
+        "alice",
+        "gpu",
+        "node[01-02]",
+        "node01",
+    )
+    assert job.state is JobState.FAILED and job.exit_code == ExitCode(1, 0)
+    assert job.bundle == Path("/home/alice/my runs/42")
+
+
+def test_which_endings_are_failures() -> None:
+    assert job_state("CANCELLED by 0") is JobState.CANCELLED and job_state("SUSPENDED") is JobState.OTHER
+    for state in (JobState.FAILED, JobState.NODE_FAIL, JobState.TIMEOUT, JobState.OUT_OF_MEMORY):
+        assert ended_badly(state, ExitCode(0, 0))
+    assert not ended_badly(JobState.COMPLETED, ExitCode(0, 0))
+    assert not ended_badly(JobState.CANCELLED, ExitCode(0, 15))  # an owner's scancel is an intent
+    assert ended_badly(JobState.COMPLETING, ExitCode(1, 0)) and ended_badly(JobState.OTHER, ExitCode(0, 9))
+    assert not ended_badly(JobState.COMPLETING, None)
+    assert ExitCode.parse("x:1") is None and ExitCode.parse("") is None
+
+
+def _verdict(action: str, hosts: list[str], job: str = "j1") -> dict[str, object]:
+    return {
+        "tool": "firstfault",
+        "verdict": {"category": "gpu_hardware", "action": action, "culprit": {"hosts": hosts}},
+        "inputs": {"job": job},
+    }
+
+
+def test_exclude_list_takes_machine_blames_and_lemons() -> None:
+    got = exclude_list(
+        [
+            _verdict("exclude_and_restart", ["node07", "node01"]),
+            _verdict("restart", ["node02"]),  # the job's own failure: its host is not excluded
+            _verdict("exclude_and_restart", ["node03"], job="j2"),
+        ],
+        lemons=["node02", "node01"],
+    )
+    assert got.hostlist == "node[01-03,07]"
+    assert got.why["node02"] == "lemon node in the fleet history"
+    cmd = drain_command(got)
+    assert cmd[:4] == ["scontrol", "update", "NodeName=node[01-03,07]", "State=DRAIN"]
+    assert cmd[4] == "Reason=firstfault: gpu_hardware in job j1 (+3 more)"
+
+
+def test_verdict_text_json_or_lines() -> None:
+    a, b = _verdict("restart", []), _verdict("exclude_and_restart", ["n1"])
+    assert parse_verdict_text(json.dumps(a, indent=1)) == a
+    assert parse_verdict_text(f"{json.dumps(a)}\nnot json\n{json.dumps(b)}\n") == b  # the last one counts
+    assert parse_verdict_text("firstfault: no verdict") is None
+
+
+def test_follower_template() -> None:
+    argv = follower_argv("firstfault watch {workdir} --jsonl {out}", {"workdir": "/a b/c", "out": "/o/j.jsonl"})
+    assert argv == [sys.executable, "-m", "firstfault.cli", "watch", "/a b/c", "--jsonl", "/o/j.jsonl"]
+    assert follower_argv("tail -F '{stdout}'", {"stdout": "/x/it's.out"}) == ["tail", "-F", "/x/it's.out"]
+    with pytest.raises(ValueError, match="placeholders"):
+        check_template("firstfault watch {dir}")
+    with pytest.raises(ValueError):
+        check_template("")
+
+
+def test_epilog_exits_zero_without_slurm(tmp_path: Path) -> None:
+    """No SLURM client on the PATH, no job id, a log that cannot be written: exit 0 every time."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": str(tmp_path)}
+    env.pop("SLURM_JOB_ID", None)
+    cli = [sys.executable, "-m", "firstfault.cli", "slurm", "epilog"]
+    log = tmp_path / "epilog.log"
+    res = subprocess.run([*cli, "--log", str(log)], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "skipped: no job id" in res.stdout
+    res = subprocess.run([*cli, "17", "--log", str(log)], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "failed: scontrol not found" in res.stdout
+    assert "job 17: failed: scontrol not found" in log.read_text()
+    res = subprocess.run(
+        [*cli, "17", "--log", str(tmp_path / "no" / "such" / "dir.log")], env=env, capture_output=True, timeout=120
+    )
+    assert res.returncode == 0
