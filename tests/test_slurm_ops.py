@@ -3,9 +3,10 @@
 One cluster (munged, slurmctld, two slurmds, ``Epilog=`` a wrapper running ``firstfault slurm
 epilog``) for the module. The jobs are small shell jobs under ``srun -l`` whose one task raises
 in Python: real SLURM and real Python print every line, and no torch is needed, so the module
-runs in about a minute. The epilog is tried in both modes (verdict written locally, bundle
-submitted to a real ``firstfault serve``), the monitor follows a running job with
-``firstfault analyze``, and a node of the cluster is drained and resumed.
+runs in about 35 s. The epilog is tried in both modes (verdict written locally, bundle
+submitted to a real ``firstfault serve``, server down) and as an ``strigger --fini`` program,
+``firstfault slurm monitor`` follows a running job with ``firstfault analyze``, and a node of the
+cluster is drained and resumed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -195,44 +196,67 @@ def test_epilog_submits_to_a_running_server(ops: Ops) -> None:
         proc.wait(timeout=30)
 
 
-def test_epilog_with_the_server_down_still_exits_zero(ops: Ops) -> None:
+def test_epilog_with_the_server_down_analyzes_here_and_exits_zero(ops: Ops) -> None:
     port = _free_ports(1)[0]  # nothing listens there
     ops.env_file.write_text(f"export FIRSTFAULT_SERVER=http://127.0.0.1:{port}\nexport FIRSTFAULT_TOKEN=ff_x\n")
     try:
-        job_id, _ = ops.job("unserved", "srun -l TASK")
-        line = ops.wait_epilog(job_id, "failed")
+        job_id, folder = ops.job("unserved", "srun -l TASK")
+        line = ops.wait_epilog(job_id, "analyzed")
     finally:
         ops.env_file.unlink(missing_ok=True)
-    assert "unreachable" in line
+    # the verdict is not lost: made here, next to the job's output, when the server cannot take it
+    assert "unreachable" in line and (folder / f"firstfault-verdict-{job_id}.json").exists()
     # an epilog that exits non-zero drains the node; this one logged and exited 0
     assert ops.cluster.wait_done(job_id, 60) == "FAILED"  # COMPLETING until every epilog has exited
     assert "DRAIN" not in ops.cluster.client("sinfo", "-h", "-o", "%T").stdout.upper()
 
 
-def test_monitor_follows_a_running_job(ops: Ops) -> None:
-    from firstfault.slurm.jobs import JobState
-    from firstfault.slurm.monitor import Monitor, MonitorConfig
+def _wait_for(what: str, check: Callable[[], bool], bound_s: float = 90) -> None:
+    """Poll ``check()`` until true (the bound only stops a broken run)."""
+    end = time.monotonic() + bound_s
+    while time.monotonic() < end:
+        if check():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"never {what}")
 
-    said: list[str] = []
-    mon = Monitor(
-        MonitorConfig(ops.root / "monitor", "firstfault analyze {workdir} --json", poll_s=0.5, settle_s=0.5),
-        say=said.append,
-    )
-    # the rank fails at once; the job runs on for a while, as a job whose watchdog has not fired yet
-    job_id, folder = ops.job("followed", "srun -l TASK\nsleep 8\nexit 1")
-    reports = []
-    end = time.monotonic() + 120
+
+def test_monitor_follows_a_running_job(ops: Ops) -> None:
+    out = ops.root / "monitor"
+    lines = ops.root / "monitor.jsonl"
+    cli = [sys.executable, "-m", "firstfault.cli", "slurm", "monitor", "--out", str(out)]
+    opts = ["--template", "firstfault analyze {workdir} --json", "--poll-s", "0.5", "--settle-s", "0.5"]
+    with open(lines, "wb") as fh, open(ops.root / "monitor.err", "wb") as err:
+        proc = subprocess.Popen([*cli, *opts], stdout=fh, stderr=err, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
-        while time.monotonic() < end and not reports:
-            reports = [r for r in mon.sweep() if r.job_id == str(job_id)]
-            time.sleep(0.5)
+        # the rank fails at once; the job runs on for a while, as a job whose watchdog has not fired yet
+        job_id, folder = ops.job("followed", "srun -l TASK\nsleep 6\nexit 1")
+        _wait_for("a report of the job", lambda: f'"job": "{job_id}"' in lines.read_text())
     finally:
-        reports += [r for r in mon.close() if r.job_id == str(job_id)]
-    assert any(f"job {job_id}: following {folder}" in m for m in said), said
-    (r,) = reports
-    assert r.state is JobState.FAILED and r.argv[1:4] == ("-m", "firstfault.cli", "analyze")
-    assert r.verdict is not None and r.verdict["verdict"]["culprit"]["ranks"] == [0]
-    assert MARK in r.verdict["root_event"]["text"]
+        proc.terminate()  # SIGTERM: the monitor stops its followers and exits
+        assert proc.wait(timeout=60) == 0
+    assert f"job {job_id}: following {folder}" in (ops.root / "monitor.err").read_text()
+    (report,) = [json.loads(ln) for ln in lines.read_text().splitlines() if f'"job": "{job_id}"' in ln]
+    assert report["state"] == "FAILED" and report["exit_code"] == "1:0" and report["follower_rc"] == 0
+    assert "expert capacity exceeded" in report["summary"]  # analyze's verdict, made while the job ran
+    assert (out / f"job-{job_id}.stdout").stat().st_size > 0
+
+
+def test_strigger_fini_program(ops: Ops) -> None:
+    """The same hook as an ``strigger --fini`` program: slurmctld runs it with the job id as argument."""
+    log = ops.root / "trigger.log"
+    program = ops.root / "trigger.sh"
+    program.write_text(
+        f"#!/bin/sh\nexec env SLURM_CONF={ops.cluster.conf} PYTHONPATH={ROOT} {sys.executable} -m firstfault.cli "
+        f'slurm epilog --log {log} --budget-s 60 "$@"\n',
+        encoding="utf-8",
+    )
+    program.chmod(0o755)
+    job_id, folder = ops.job("triggered", "sleep 2\nsrun -l TASK")
+    ops.cluster.client("strigger", "--set", f"--jobid={job_id}", "--fini", f"--program={program}")
+    # slurmctld looks at its triggers every 15 s
+    _wait_for("the trigger's log line", lambda: log.exists() and f"job {job_id}: analyzed" in log.read_text())
+    assert (folder / f"firstfault-verdict-{job_id}.json").exists()
 
 
 def _show_node(ops: Ops, name: str) -> str:

@@ -116,7 +116,6 @@ def test_epilog_exits_zero_without_slurm(tmp_path: Path) -> None:
     res = subprocess.run([*cli, "17", "--log", str(log)], env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "failed: scontrol not found" in res.stdout
     assert "job 17: failed: scontrol not found" in log.read_text()
-    res = subprocess.run(
-        [*cli, "17", "--log", str(tmp_path / "no" / "such" / "dir.log")], env=env, capture_output=True, timeout=120
-    )
+    unwritable = str(tmp_path / "no" / "such" / "dir.log")
+    res = subprocess.run([*cli, "17", "--log", unwritable], env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0

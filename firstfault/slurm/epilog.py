@@ -6,8 +6,9 @@ program with the job id as its argument. It reads the job from ``scontrol show j
 back to ``sacct``/``sacct -c`` while the job is still COMPLETING), and when the job failed
 (:func:`firstfault.slurm.jobs.ended_badly`) takes the folder of its output file as the bundle
 and either submits it by path to a running ``firstfault serve`` (``POST /v1/jobs`` with an API
-token; the server's ``--allow-root`` must cover it) or, with no server configured, runs
-``firstfault analyze --json`` in a child process and writes the verdict next to the output file.
+token; the server's ``--allow-root`` must cover it) or, with no server configured (or when the
+server cannot be reached or refuses), runs ``firstfault analyze --json`` in a child process and
+writes the verdict next to the output file.
 
 Why it must not fail: slurmd drains a node whose epilog exits non-zero, and waits for it. So
 every step is bounded in time (the client calls, the HTTP request, the analysis, whose child is
@@ -113,10 +114,14 @@ def _run(job_id: str | None, env: Mapping[str, str], config: EpilogConfig) -> Ep
     bundle = job.bundle
     if bundle is None or not bundle.is_dir():
         return EpilogResult(Outcome.FAILED, job_id, f"ended {said}, but its output folder {bundle} is not there")
-    left = deadline - time.monotonic()
     if config.server:
-        return _submit(job_id, bundle, said, config, left)
-    return _analyze_here(job_id, bundle, said, left)
+        sent = _submit(job_id, bundle, said, config, deadline - time.monotonic())
+        if sent.outcome is Outcome.SUBMITTED or deadline - time.monotonic() < 1:
+            return sent
+        # the server is down or refused the path: the verdict is not lost, it is made here
+        here_too = _analyze_here(job_id, bundle, said, deadline - time.monotonic())
+        return EpilogResult(here_too.outcome, job_id, f"{sent.detail}; then {here_too.detail}", here_too.verdict)
+    return _analyze_here(job_id, bundle, said, deadline - time.monotonic())
 
 
 def _submit(job_id: str, bundle: Path, said: str, config: EpilogConfig, left: float) -> EpilogResult:
@@ -156,7 +161,7 @@ def _analyze_here(job_id: str, bundle: Path, said: str, left: float) -> EpilogRe
         why = res.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no message"]
         return EpilogResult(Outcome.FAILED, job_id, f"ended {said}; analyze exited {res.returncode}: {why[0]}")
     out = bundle / VERDICT_NAME.format(job=job_id)
-    tmp = out.with_name(out.name + ".tmp")
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")  # an Epilog and an strigger may both write it
     try:
         tmp.write_bytes(res.stdout)
         tmp.replace(out)
