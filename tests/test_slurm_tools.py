@@ -119,3 +119,36 @@ def test_epilog_exits_zero_without_slurm(tmp_path: Path) -> None:
     unwritable = str(tmp_path / "no" / "such" / "dir.log")
     res = subprocess.run([*cli, "17", "--log", unwritable], env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0
+
+
+def _incident_verdict(job: str, host: str, ts: float) -> dict[str, object]:
+    v = _verdict("exclude_and_restart", [host], job=job)
+    v["verdict"]["confidence"] = 0.9  # type: ignore[index]
+    v["verdict"]["summary"] = ""  # type: ignore[index]
+    v["root_event"] = {"signature": "kernel.xid.exclude", "timestamp": ts, "host": host}
+    v["inputs"] = {"job": job, "job_window": {"end": ts}}
+    return v
+
+
+def test_exclude_command_adds_the_fleets_lemons(tmp_path: Path) -> None:
+    """A store where node07 failed ten jobs among 60 hosts that failed once: node07 is a lemon and
+    joins the verdict's node02 in the exclude list; the drain stays a dry run."""
+    from firstfault.fleet.incident import incident_from_verdict
+    from firstfault.fleet.store import Store
+
+    t0 = 1_767_225_600.0
+    rows = [_incident_verdict(f"j{i}", f"h{i:03d}", t0 + i * 3600) for i in range(60)]
+    rows += [_incident_verdict(f"n{i}", "node07", t0 + i * 7200) for i in range(10)]
+    with Store(tmp_path / "s.duckdb") as store:
+        store.add(incident_from_verdict(v, job="?", source="t", added_at=0.0) for v in rows)
+    verdict = tmp_path / "v.json"
+    verdict.write_text(json.dumps(_verdict("exclude_and_restart", ["node02"], job="big")), encoding="utf-8")
+    cli = [sys.executable, "-m", "firstfault.cli", "slurm", "exclude", str(verdict)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([*cli, "--store", str(tmp_path / "s.duckdb")], env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "exclude: node[02,07]" in res.stdout
+    assert "dry run (add --drain to run it): scontrol update 'NodeName=node[02,07]' State=DRAIN" in res.stdout
+    assert "'Reason=firstfault: gpu_hardware in job big (+1 more)'" in res.stdout
+    bad = subprocess.run([*cli, "--store", str(tmp_path / "none.duckdb")], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "no incident store yet" in bad.stderr
