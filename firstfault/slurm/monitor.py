@@ -108,8 +108,9 @@ class Monitor:
             self.say(f"squeue: {why}")
             return []
         for job_id in running:
-            if job_id not in self.seen:
+            if job_id not in self.seen and job_id not in self.followers:
                 self._start(job_id)
+        self.seen &= set(running)  # only what still runs: a monitor that runs for months stays small
         reports = []
         now = time.monotonic()
         for job_id, f in list(self.followers.items()):
