@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -152,3 +153,59 @@ def test_exclude_command_adds_the_fleets_lemons(tmp_path: Path) -> None:
     assert "'Reason=firstfault: gpu_hardware in job big (+1 more)'" in res.stdout
     bad = subprocess.run([*cli, "--store", str(tmp_path / "none.duckdb")], env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "no incident store yet" in bad.stderr
+
+
+def _python_for_nobody() -> str | None:
+    """An interpreter the user nobody may run, for this venv's packages (the venv's own may live
+    under a home only root can enter, as on the test machine: then the system's same version)."""
+    if os.geteuid() != 0 or shutil.which("runuser") is None:
+        return None
+    for exe in (sys.executable, f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"):
+        ok = subprocess.run(["runuser", "-u", "nobody", "--", exe, "-c", "pass"], capture_output=True, timeout=60)
+        if ok.returncode == 0:
+            return exe
+    return None
+
+
+OWNER_SCRIPT = """
+import json, sys
+from pathlib import Path
+from firstfault.slurm.epilog import analyze_here
+out = {}
+for job, name in (("7", "mine"), ("8", "roots")):
+    r = analyze_here(job, Path(sys.argv[1]) / name, "FAILED", 120, owner=(65534, 65534))
+    out[name] = [str(r.outcome), r.detail, str(r.verdict) if r.verdict else None]
+print(json.dumps(out))
+"""
+
+
+def test_epilog_analysis_runs_with_the_job_owners_rights() -> None:
+    """As root (slurmd), the analysis runs as the job's owner (nobody here): a bundle it may read is
+    analysed and the verdict is the owner's; a bundle only root may read is not read at all."""
+    import site
+    import tempfile
+
+    exe = _python_for_nobody()
+    if exe is None:
+        pytest.skip("needs root, runuser and a Python interpreter the user nobody may run")
+    bundle = ROOT / "examples" / "bundles" / "hang_4rank"
+    base = Path(tempfile.mkdtemp(prefix="ffepilog-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        shutil.copytree(bundle, base / "mine")
+        os.chown(base / "mine", 65534, 65534)  # the owner's folder: the verdict is written there
+        shutil.copytree(bundle, base / "roots")
+        (base / "roots").chmod(0o700)  # root's own folder: the owner's analysis may not read it
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *site.getsitepackages()])}
+        res = subprocess.run([exe, "-c", OWNER_SCRIPT, str(base)], env=env, capture_output=True, text=True, timeout=240)
+        assert res.returncode == 0, res.stderr
+        got = json.loads(res.stdout)
+        assert got["mine"][0] == "analyzed", got
+        verdict = Path(got["mine"][2])
+        assert (verdict.stat().st_uid, verdict.stat().st_gid) == (65534, 65534)
+        assert json.loads(verdict.read_text())["verdict"]["culprit"]["ranks"] == [2]
+        assert got["roots"][0] == "failed" and "analyze exited 2" in got["roots"][1], got
+        assert "is not readable" in got["roots"][1]
+        assert not list((base / "roots").glob("firstfault-verdict-*"))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

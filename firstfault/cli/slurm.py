@@ -18,6 +18,9 @@ import typer
 
 from firstfault.cli.common import fail
 
+#: the hook's time bound (firstfault.slurm.epilog.DEFAULT_BUDGET_S, not imported: --help stays light)
+DEFAULT_BUDGET_S = 120.0
+
 app = typer.Typer(help="SLURM integration: epilog hook, job monitor, exclude list and drain.", no_args_is_help=True)
 
 
@@ -40,11 +43,11 @@ def epilog(
     token_file: Annotated[
         Path | None, typer.Option(help="File holding the server's API token (else $FIRSTFAULT_TOKEN)")
     ] = None,
-    budget_s: Annotated[float, typer.Option("--budget-s", help="Seconds the whole hook may take")] = 120.0,
+    budget_s: Annotated[float, typer.Option("--budget-s", help="Seconds the whole hook may take")] = DEFAULT_BUDGET_S,
     log: Annotated[
         Path,
         typer.Option(envvar="FIRSTFAULT_EPILOG_LOG", help="Where every outcome and error is logged"),
-    ] = Path("/tmp/firstfault-slurm-epilog.log"),
+    ] = Path("/var/log/firstfault-slurm-epilog.log"),
     include_cancelled: Annotated[bool, typer.Option(help="Also analyse jobs that were cancelled")] = False,
 ) -> None:
     """Run as SLURM's Epilog or an strigger --fini program; always exits 0.

@@ -13,14 +13,21 @@ writes the verdict next to the output file.
 Why it must not fail: slurmd drains a node whose epilog exits non-zero, and waits for it. So
 every step is bounded in time (the client calls, the HTTP request, the analysis, whose child is
 killed past its bound), every error becomes a line in the log, and the exit code is always 0.
+
+Why it drops rights: slurmd runs the epilog as root, on a folder the job's owner controls. The
+analysis runs with the owner's uid and gid (so a bundle can make it read nothing its owner could
+not), the verdict is written through ``mkstemp`` and renamed (a name planted in the folder cannot
+redirect root's write) and handed to the owner, and the log is opened with ``O_NOFOLLOW``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -28,11 +35,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from firstfault.slurm.jobs import ExitCode, JobState, SlurmJob, ended_badly, final_state, show_job
 
-#: seconds the whole hook may take by default: under slurmd's default PrologEpilogTimeout
-#: (none) and well under the minutes an operator would notice on a node's turnaround
+#: seconds the whole hook may take by default: slurmd waits for an epilog without limit unless
+#: PrologEpilogTimeout is set, and the node takes no new job meanwhile, so the hook bounds itself
 DEFAULT_BUDGET_S = 120.0
 VERDICT_NAME = "firstfault-verdict-{job}.json"
 
@@ -67,9 +75,12 @@ def _log(config: EpilogConfig, line: str) -> None:
     path = config.log
     if path is None:
         return
+    text = f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} firstfault slurm epilog: {line}\n"
     try:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} firstfault slurm epilog: {line}\n")
+        # O_NOFOLLOW: the hook runs as root, and a log path planted as a link must not redirect it
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o640)
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
+            fh.write(text)
     except OSError:
         pass
 
@@ -119,9 +130,17 @@ def _run(job_id: str | None, env: Mapping[str, str], config: EpilogConfig) -> Ep
         if sent.outcome is Outcome.SUBMITTED or deadline - time.monotonic() < 1:
             return sent
         # the server is down or refused the path: the verdict is not lost, it is made here
-        here_too = _analyze_here(job_id, bundle, said, deadline - time.monotonic())
+        here_too = analyze_here(job_id, bundle, said, deadline - time.monotonic(), _owner(job))
         return EpilogResult(here_too.outcome, job_id, f"{sent.detail}; then {here_too.detail}", here_too.verdict)
-    return _analyze_here(job_id, bundle, said, deadline - time.monotonic())
+    return analyze_here(job_id, bundle, said, deadline - time.monotonic(), _owner(job))
+
+
+def _owner(job: SlurmJob) -> tuple[int, int] | None:
+    """The job's owner, when the hook runs as root and the owner is someone else: the analysis
+    then runs with the owner's rights, and the verdict file is theirs."""
+    if os.geteuid() != 0 or job.uid is None or job.gid is None or job.uid == 0:
+        return None
+    return job.uid, job.gid
 
 
 def _submit(job_id: str, bundle: Path, said: str, config: EpilogConfig, left: float) -> EpilogResult:
@@ -147,24 +166,61 @@ def _submit(job_id: str, bundle: Path, said: str, config: EpilogConfig, left: fl
     )
 
 
-def _analyze_here(job_id: str, bundle: Path, said: str, left: float) -> EpilogResult:
-    """``firstfault analyze BUNDLE --json`` in a child (killed past the budget); the verdict
-    is written atomically next to the job's output file."""
+def analyze_here(
+    job_id: str, bundle: Path, said: str, left: float, owner: tuple[int, int] | None = None
+) -> EpilogResult:
+    """``firstfault analyze BUNDLE --json`` in a child (killed past the budget; with the job
+    owner's uid and gid when given, so root's epilog reads nothing the owner could not); the
+    verdict is written next to the job's output through a fresh temporary file (``mkstemp``: a
+    name planted in the owner's folder cannot redirect root's write) renamed into place."""
     argv = [sys.executable, "-m", "firstfault.cli", "analyze", str(bundle), "--json"]
+    drop: dict[str, Any] = {"user": owner[0], "group": owner[1], "extra_groups": []} if owner else {}
     try:
         res = subprocess.run(
-            argv, capture_output=True, timeout=max(1.0, left), stdin=subprocess.DEVNULL, env=dict(os.environ)
+            argv, capture_output=True, timeout=max(1.0, left), stdin=subprocess.DEVNULL, env=dict(os.environ), **drop
         )
     except subprocess.TimeoutExpired:
         return EpilogResult(Outcome.FAILED, job_id, f"ended {said}; the analysis ran past {left:.0f} s and was killed")
+    except OSError as exc:
+        return EpilogResult(Outcome.FAILED, job_id, f"ended {said}; cannot start the analysis: {exc}")
     if res.returncode != 0:
-        why = res.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no message"]
-        return EpilogResult(Outcome.FAILED, job_id, f"ended {said}; analyze exited {res.returncode}: {why[0]}")
+        why = _why_refused(res.stdout, res.stderr)
+        return EpilogResult(Outcome.FAILED, job_id, f"ended {said}; analyze exited {res.returncode}: {why}")
     out = bundle / VERDICT_NAME.format(job=job_id)
-    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")  # an Epilog and an strigger may both write it
     try:
-        tmp.write_bytes(res.stdout)
-        tmp.replace(out)
+        _write_new(out, res.stdout, owner)
     except OSError as exc:
         return EpilogResult(Outcome.FAILED, job_id, f"ended {said}; cannot write {out}: {exc}")
     return EpilogResult(Outcome.ANALYZED, job_id, f"ended {said}; verdict in {out}", verdict=out)
+
+
+def _why_refused(stdout: bytes, stderr: bytes) -> str:
+    """The analysis's one-line reason: ``--json``'s ``error``, else the words of its last message
+    (a usage error comes boxed in frame characters)."""
+    try:
+        err = json.loads(stdout or b"{}").get("error")
+    except (ValueError, AttributeError):
+        err = None
+    if isinstance(err, str) and err:
+        return err[:300]
+    frame = str.maketrans("", "", "─│╭╮╰╯")
+    words = [ln.translate(frame).strip() for ln in stderr.decode("utf-8", "replace").splitlines()]
+    kept = [w for w in words if w and not w.startswith(("Usage:", "Try ", "Error"))]
+    return " ".join(kept)[-300:] or "no message"
+
+
+def _write_new(out: Path, data: bytes, owner: tuple[int, int] | None) -> None:
+    """``data`` at ``out`` through a fresh temporary file in the same folder, renamed into place
+    (``os.replace`` replaces a link planted at ``out`` itself, never what it points to)."""
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            os.fchmod(fh.fileno(), 0o644)  # as readable as the job's own output file
+            if owner:
+                os.fchown(fh.fileno(), owner[0], owner[1])
+        os.replace(tmp, out)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -100,6 +100,8 @@ class SlurmJob:
     stdout: Path | None
     workdir: Path | None
     reason: str
+    uid: int | None = None  # the owner's numeric ids (``UserId=alice(1000)``)
+    gid: int | None = None
 
     @property
     def bundle(self) -> Path | None:
@@ -179,7 +181,15 @@ def job_from_fields(f: Mapping[str, str]) -> SlurmJob:
         stdout=_path(f.get("StdOut")),
         workdir=_path(f.get("WorkDir")),
         reason=f.get("Reason", ""),
+        uid=_numeric_id(f.get("UserId")),
+        gid=_numeric_id(f.get("GroupId")),
     )
+
+
+def _numeric_id(text: str | None) -> int | None:
+    """``alice(1000)`` -> 1000."""
+    inside = (text or "").rpartition("(")[2].rstrip(")")
+    return int(inside) if inside.isdigit() else None
 
 
 def show_job(job_id: str, timeout: float = CLIENT_TIMEOUT_S) -> tuple[SlurmJob | None, str]:
