@@ -80,7 +80,8 @@ def test_truncated_error_json_is_a_warning(tmp_path: Path) -> None:
     d = tmp_path / "logs" / "run_x" / "attempt_0" / "0"
     d.mkdir(parents=True)
     (d / "error.json").write_text('{"message": {"message": "RuntimeError: bo')
-    (d / "stderr.log").write_text("RuntimeError: boom\n")
+    # a step first: an error of training (a lone rank failing at start-up would name no culprit)
+    (d / "stderr.log").write_text("2026-12-02 10:00:00,000 INFO step 1 loss 2.0\nRuntimeError: boom\n")
     v = analyze(tmp_path)
     assert any("error file" in w for w in v.warnings)
     assert v.culprit.ranks == [0]

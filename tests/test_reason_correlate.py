@@ -9,6 +9,7 @@ from __future__ import annotations
 from stage_events import ev
 
 from firstfault.reason.attribute import attribute
+from firstfault.reason.configuration import TrainingSeen
 from firstfault.reason.correlate import correlate, host_explains
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.vocab import CandidateKind, Category, Layer, Role, Severity
@@ -49,7 +50,8 @@ def test_a_victim_that_raises_later_is_not_a_candidate() -> None:
 
 
 def test_the_verdict_names_the_culprit_and_explains_the_timeouts() -> None:
-    v = attribute(correlate(_job(), range(4)), ReasoningInput())
+    training = TrainingSeen(True, T0 - 100)  # steps before the fault: an error of training, not of start-up
+    v = attribute(correlate(_job(), range(4)), ReasoningInput(training=training))
     assert v.category == Category.APPLICATION_ERROR and v.culprit.ranks == [1]
     assert v.root_event is not None and "expert capacity" in v.root_event.text
     assert v.explained_fraction == 1.0
@@ -240,3 +242,33 @@ def test_torn_down_ranks_that_abort_on_their_way_out_did_not_fail_on_their_own()
         events.append(_exit(r, "3") if r == 2 else _exit(r, "-15", "SIGTERM"))
     v = attribute(correlate(events, range(4)), ReasoningInput())
     assert v.culprit.ranks == [2]
+
+
+def test_no_step_and_no_start_reads_as_start_up() -> None:
+    """A lone paste that never shows training under way: its exception is one of the set-up."""
+    v = attribute(correlate(_job(), range(4)), ReasoningInput())
+    assert v.category == Category.CONFIGURATION
+    assert any("no line shows training under way" in r for r in v.reasons)
+
+
+def _raised(exc: str, path: str) -> list:
+    frames = [f'  File "{path}", line 1997, in no_sync', "    assert not self.zero_optimization_partition_gradients()"]
+    root = ev(f"{exc}: no_sync is incompatible", rank=0, ts=T0, signature="python.exception", context=frames)
+    root.fields["exc"] = exc
+    return [root]
+
+
+def test_a_programming_error_inside_a_library_is_its_bug() -> None:
+    """deepspeed-6793's shape: an AssertionError whose innermost frame is in site-packages."""
+    training = TrainingSeen(True, T0 - 100)
+    lib = "/root/miniconda3/envs/llama/lib/python3.11/site-packages/deepspeed/runtime/engine.py"
+    v = attribute(correlate(_raised("AssertionError", lib), range(1)), ReasoningInput(training=training))
+    assert v.category == Category.SOFTWARE_BUG
+    assert any("inside the installed package deepspeed" in r for r in v.reasons)
+    # the user's own file: their error; a library refusing a bad value: not a bug of the library
+    mine = attribute(
+        correlate(_raised("AssertionError", "/home/me/train.py"), range(1)), ReasoningInput(training=training)
+    )
+    assert mine.category == Category.APPLICATION_ERROR
+    refused = attribute(correlate(_raised("ValueError", lib), range(1)), ReasoningInput(training=training))
+    assert refused.category == Category.APPLICATION_ERROR

@@ -113,7 +113,12 @@ class ParseResult:
 
 
 def _frames(hit: Hit) -> list[str]:
-    """The traceback lines above an exception line, up to its 'Traceback' header."""
+    """The traceback lines above an exception line, up to its 'Traceback' header.
+
+    A paste often starts inside the traceback, without its header: then the frames directly
+    above the line (``File "...", line N`` and the source lines under them) are kept, as far up
+    as the frames go, so that where the exception was raised is still known.
+    """
     above = hit.before(MAX_CONTEXT)
     out: list[str] = []
     for line in reversed(above):
@@ -122,8 +127,21 @@ def _frames(hit: Hit) -> list[str]:
         if bare.startswith("Traceback (most recent call last)"):
             break
     out.reverse()
+    if not (out and out[0].startswith("Traceback")):
+        out = _headless_frames(out)
     # the same traceback repeats on thousands of ranks: one copy of each frame line
-    return [sys.intern(x) for x in out] if out and out[0].startswith("Traceback") else []
+    return [sys.intern(x) for x in out]
+
+
+def _headless_frames(above: list[str]) -> list[str]:
+    """The run of indented frame lines right above an exception line, when one names a file."""
+    run: list[str] = []
+    for line in reversed(above):
+        if not line.startswith(" ") or not line.strip():
+            break
+        run.append(line)
+    run.reverse()
+    return run if any(x.lstrip().startswith('File "') for x in run) else []
 
 
 def _year_hint(bundle: Bundle) -> int | None:

@@ -20,6 +20,7 @@ from firstfault.reason.candidates import (
     named_by_victims,
     named_cause_candidates,
     orphan_cascade_candidates,
+    rank_list,
     rankless_exit_candidates,
     silent_candidates,
     stalled_before_limit,
@@ -30,7 +31,7 @@ from firstfault.reason.chain import chain, fr_links, later_links, recurrences
 from firstfault.reason.confidence import confidence
 from firstfault.reason.configuration import common_failure, template_key
 from firstfault.reason.correlate import Candidate, Correlation, candidate_order
-from firstfault.reason.hypothesis import hypothesis
+from firstfault.reason.hypothesis import DEFAULT_ACTION, hypothesis
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.lost_hosts import date_lost_hosts
 from firstfault.reason.network import localize_network
@@ -38,10 +39,13 @@ from firstfault.reason.refine import (
     apply_before_training,
     apply_fr_mismatch,
     apply_group_mismatch,
+    apply_lone_setup_rank,
+    apply_raise_site,
     apply_witness,
     common_applies,
     world_size,
 )
+from firstfault.reason.registration import unregistered
 from firstfault.reason.unrecognised import unrecognised_candidates
 from firstfault.vocab import (
     Action,
@@ -70,7 +74,9 @@ def attribute(
     hyp = hypothesis(win, corr, inp)
     if win.kind == CandidateKind.COMMON:
         hyp.culprit.ranks, hyp.culprit.hosts, hyp.culprit.gpus = [], [], []
+    apply_raise_site(hyp)
     apply_before_training(hyp, win, inp)
+    apply_lone_setup_rank(hyp, corr, inp)
     apply_fr_mismatch(hyp, win, inp)
     if not fr_culprits(inp.fr):
         apply_witness(hyp, corr, world)
@@ -213,8 +219,19 @@ def _summary(head: str, links: Sequence[ChainLink], win: Candidate, seconds: Seq
 
 
 def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) -> Verdict:
-    """No candidate: errors nothing places (unknown), or no error at all (the job ended well)."""
-    if corr.errors:
+    """No candidate: errors nothing places (unknown), ranks that never registered (a start-up
+    that waits), or no error at all (the job ended well)."""
+    reg = None if corr.errors else unregistered(inp.events)
+    if reg is not None:
+        cat, summary, conf, act = (
+            Category.CONFIGURATION,
+            f"configuration on the whole job: only {len(reg.announced)} of {reg.world} ranks registered at start-up; "
+            f"the job waits for rank(s) {rank_list(reg.missing)}, which never started (launch every task: "
+            "srun under sbatch, the node and task counts)",
+            0.5,
+            DEFAULT_ACTION[Category.CONFIGURATION],
+        )
+    elif corr.errors:
         cat, summary, conf, act = (
             Category.UNKNOWN,
             "errors were found but none could be placed as the root",

@@ -9,12 +9,14 @@
 
 from __future__ import annotations
 
+import re
+
 from firstfault.reason.causality import RING_RECV, group_mismatch, ring_sender
 from firstfault.reason.configuration import CommonFailure, before_training, pretraining_category, template_key
 from firstfault.reason.correlate import Candidate, Correlation
 from firstfault.reason.hypothesis import DEFAULT_ACTION
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
-from firstfault.vocab import CandidateKind, Category, FRKind, Hypothesis, Layer, TsQuality
+from firstfault.vocab import CandidateKind, Category, Event, FRKind, Hypothesis, Layer, TsQuality
 
 DETAIL_MISMATCH = "torch.collective_mismatch_detail"
 
@@ -47,7 +49,10 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
     if not before_training(ts, ev.training, ev.launch_start, exact, end):
         return
     cat = pretraining_category(hyp.category, root)
-    hyp.reasons.append("it happened before training started: no rank had made a step yet")
+    if ev.training.seen or ev.launch_start is not None:
+        hyp.reasons.append("it happened before training started: no rank had made a step yet")
+    else:
+        hyp.reasons.append("no line shows training under way (no step, loss or rate): a failure of the start-up")
     if cat is None or cat == hyp.category:
         return
     old = hyp.category
@@ -55,6 +60,80 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
     hyp.action = DEFAULT_ACTION[cat]
     hyp.summary = hyp.summary.replace(old.value.replace("_", " "), cat.value.replace("_", " "), 1)
     hyp.reasons.append(f"a failure of the set-up ({old.value} before the first step): fix the configuration")
+
+
+# Exceptions Python raises for a mistake in the code itself, not for bad input (the Python
+# documentation's "Built-in Exceptions": a failed assert, a missing attribute or key, a wrong type,
+# an index out of range, a name not bound, a method left abstract).
+PROGRAMMING_ERRORS = frozenset(
+    {
+        "AssertionError",
+        "AttributeError",
+        "IndexError",
+        "KeyError",
+        "NameError",
+        "NotImplementedError",
+        "TypeError",
+        "UnboundLocalError",
+    }
+)
+# Where installed packages live: a frame there is a library's code, not the user's script.
+_LIBRARY_PATH = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<package>[^/\\]+)")
+_FRAME_FILE = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
+GENERIC_EXCEPTION = "python.exception"
+
+
+def raise_site(root: Event) -> str | None:
+    """The installed package whose code raised ``root`` (its innermost frame), or None."""
+    paths = [m["path"] for m in map(_FRAME_FILE.match, root.context) if m]
+    if not paths:
+        return None
+    lib = _LIBRARY_PATH.search(paths[-1])
+    return lib["package"].removesuffix(".py") if lib else None
+
+
+def apply_raise_site(hyp: Hypothesis) -> None:
+    """A programming error raised inside an installed library is that library's bug.
+
+    An ``AssertionError`` or ``AttributeError`` whose innermost frame is in site-packages is a
+    library's own check or code failing, not the training script's: ``software_bug``, naming
+    the package. Raised in the user's own file it stays ``application_error``; bad-input errors
+    (``ValueError``, ``FileNotFoundError``, ...) keep their reading, since a library rightly
+    refuses a wrong argument.
+    """
+    root = hyp.root_event
+    if root is None or root.signature != GENERIC_EXCEPTION or hyp.category != Category.APPLICATION_ERROR:
+        return
+    exc = root.fields.get("exc", "").rsplit(".", 1)[-1]
+    package = raise_site(root) if exc in PROGRAMMING_ERRORS else None
+    if package is None:
+        return
+    hyp.category = Category.SOFTWARE_BUG
+    hyp.action = DEFAULT_ACTION[Category.SOFTWARE_BUG]
+    hyp.summary = hyp.summary.replace("application error", "software bug", 1)
+    hyp.reasons.append(f"{exc} raised inside the installed package {package}: a library's own code failed")
+
+
+def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInput) -> None:
+    """A set-up failure or a library's bug seen on one rank, in a log that shows no other rank,
+    names no culprit.
+
+    Every rank reads the same configuration and runs the same library code, so it most likely
+    failed on every rank; the log holds one of them (a paste, one rank's file). Naming that rank
+    would blame the one the user happened to copy. Where other ranks are in the log and went on
+    (a shard missing on rank 1 only), the rank that failed is the culprit and keeps the name.
+    """
+    if hyp.category not in (Category.CONFIGURATION, Category.SOFTWARE_BUG) or len(hyp.culprit.ranks) != 1:
+        return
+    seen = {r for r, v in corr.ranks.items() if v.events or v.unrecognised}
+    (rank,) = hyp.culprit.ranks
+    if seen - {rank}:
+        return
+    hyp.culprit.ranks = []
+    hyp.reasons.append(
+        f"rank {rank} is the only rank in the log: a set-up failure or a library's bug is every rank's, "
+        "so no rank is named"
+    )
 
 
 def apply_witness(hyp: Hypothesis, corr: Correlation, world: int | None) -> None:

@@ -1,0 +1,40 @@
+"""Readings of lone pastes: where an exception was raised, and ranks that never registered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from firstfault.pipeline import analyze
+
+
+def test_headless_traceback_keeps_its_frames(tmp_path: Path) -> None:
+    log = tmp_path / "log.txt"
+    log.write_text(
+        '[rank0]:   File "/opt/conda/lib/python3.11/site-packages/deepspeed/runtime/engine.py", line 1997, in no_sync\n'
+        "[rank0]:     assert not self.zero_optimization_partition_gradients(), \\\n"
+        "[rank0]: AssertionError: no_sync context manager is incompatible with gradient partitioning logic of ZeRO stage 3\n"
+    )
+    v = analyze(log)
+    assert v.root_event is not None
+    assert any("site-packages/deepspeed" in line for line in v.root_event.context)
+    assert str(v.category) == "software_bug"
+
+
+def test_unrelated_lines_above_are_not_frames(tmp_path: Path) -> None:
+    log = tmp_path / "log.txt"
+    log.write_text("[rank0]: step 3 loss 2.1\n[rank0]: RuntimeError: boom in layer 3\n")
+    v = analyze(log)
+    assert v.root_event is not None and v.root_event.context == []
+
+
+def test_ranks_that_never_registered_are_a_start_up_stall(tmp_path: Path) -> None:
+    """Lightning announces each rank before init_process_group; 4 of 8 and no "all registered"
+    line, with no error anywhere, is a start-up waiting for ranks that never started."""
+    log = tmp_path / "log.txt"
+    log.write_text("".join(f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8\n" for r in (1, 2, 0, 3)))
+    v = analyze(log)
+    assert str(v.category) == "configuration" and v.culprit.ranks == []
+    assert "4 of 8 ranks registered" in v.summary and "4, 5, 6, 7" in v.summary
+    every = "".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/2\n" for r in (0, 1))
+    log.write_text(every + "All distributed processes registered. Starting with 2 processes\n")
+    assert str(analyze(log).category) == "none"
