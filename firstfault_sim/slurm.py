@@ -160,8 +160,12 @@ class SlurmCluster:
         kill_wait: int = 2,
         slurmd_timeout: int = 10,
         start_timeout: float = 60.0,
+        epilog: Path | None = None,
     ) -> None:
         self._own_root = root is None
+        # slurmd runs it (as root, SLURM_JOB_ID etc. in its environment) on each node of a job as
+        # the job ends; `firstfault slurm epilog`'s tests point it at a wrapper script
+        self.epilog = Path(epilog).resolve() if epilog else None
         # Short path: munge's socket path must fit a sockaddr_un (108 bytes).
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="ffslurm-", dir="/tmp"))
         self.root.mkdir(parents=True, exist_ok=True)
@@ -238,6 +242,7 @@ InactiveLimit=0
 SlurmdTimeout={self.slurmd_timeout}
 MessageTimeout=5
 PlugStackConfig={r}/etc/plugstack.conf
+{f"Epilog={self.epilog}" if self.epilog else "# no Epilog"}
 {node_lines}
 PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 """,

@@ -17,6 +17,7 @@ import networkx as nx
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = [
     ("firstfault.vocab", 0),
+    ("firstfault.pathpolicy", 1),  # the allowed-roots policy the service and the MCP server share
     ("firstfault.discover", 1),
     ("firstfault.parse", 2),
     ("firstfault.match", 3),
@@ -28,6 +29,8 @@ LAYERS = [
     ("firstfault.signatures", 7),
     ("firstfault.fleet", 8),  # beside the pipeline: calls it, keeps its verdicts
     ("firstfault.service", 8),  # beside the pipeline: the HTTP service calls it
+    ("firstfault.slurm", 8),  # beside the pipeline: epilog hook, job monitor, exclude/drain
+    ("firstfault.mcp", 8),  # beside the pipeline: the MCP server calls it, read-only
     ("firstfault.cli", 9),
     ("firstfault.audit", 8),
     ("firstfault", 8),  # the package itself: the public API

@@ -1,10 +1,9 @@
-"""Which server paths a client may name: the allowed-roots policy, and the content hash of a bundle.
+"""Which server paths a client may name, and the content hash of a bundle.
 
 A path submitted to the service is read with the server's rights, so it is checked before anything
-opens it: absolute, no ``..`` component, lexically under one of the allowed roots (themselves
-resolved once at start), no symbolic link anywhere below the root (each component is
-``lstat``-ed), and its ``resolve(strict=True)`` still under that root. Anything else is refused
-with the reason; there is no other way into the server's files.
+opens it, by the allowed-roots policy in :mod:`firstfault.pathpolicy` (shared with the MCP server,
+re-exported here): absolute, no ``..`` component, under an allowed root, no symbolic link below
+the root. Anything else is refused with the reason; there is no other way into the server's files.
 
 The content hash is the job's key (same content, same job, same verdict). For an upload: the name
 the client gave (it decides how the bytes are read: an archive or a log) and the bytes. For a path:
@@ -19,62 +18,17 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Sequence
 from pathlib import Path
 
+from firstfault.pathpolicy import PathRefused as PathRefused
+from firstfault.pathpolicy import allowed_roots as allowed_roots
+from firstfault.pathpolicy import check_path as check_path
 from firstfault.vocab import settings
 
 SMALL_FILE = 1024 * 1024
 #: Bytes read to hash one submitted path, at most: the request waits on it, and a tree of 100,000
 #: small files must not cost 100 GB of reading. Past it, files count by name, size and mtime only.
 HASHED_BYTES = 64 * 1024 * 1024
-
-
-class PathRefused(Exception):
-    """A submitted path the policy refuses (HTTP 403), with the one-line reason."""
-
-
-def allowed_roots(roots: Sequence[Path]) -> tuple[Path, ...]:
-    """The roots as real directories, once, at start."""
-    out = []
-    for r in roots:
-        real = Path(r).resolve(strict=True)
-        if not real.is_dir():
-            raise NotADirectoryError(f"{r}: an allowed root must be a directory")
-        out.append(real)
-    return tuple(out)
-
-
-def check_path(raw: str, roots: Sequence[Path]) -> Path:
-    """``raw`` as a real path under one of ``roots``, or :class:`PathRefused`."""
-    if not raw or "\0" in raw or len(raw) > 4096:
-        raise PathRefused("not a usable path")
-    p = Path(raw)
-    if not p.is_absolute():
-        raise PathRefused("give an absolute path")
-    if ".." in p.parts:
-        raise PathRefused("'..' is not allowed in a path")
-    root = next((r for r in roots if p == r or p.is_relative_to(r)), None)
-    if root is None:
-        raise PathRefused("path is not under an allowed root")
-    here = root
-    for part in p.relative_to(root).parts:
-        here = here / part
-        try:
-            mode = os.lstat(here).st_mode
-        except OSError:
-            raise PathRefused("no such file or directory under the allowed root") from None
-        if stat.S_ISLNK(mode):
-            raise PathRefused("symbolic links are not followed in a submitted path")
-    try:
-        real = p.resolve(strict=True)
-    except (OSError, RuntimeError):
-        raise PathRefused("no such file or directory under the allowed root") from None
-    if not real.is_relative_to(root):  # a rename between the checks; belt and braces
-        raise PathRefused("path is not under an allowed root")
-    if not (real.is_file() or real.is_dir()):  # a FIFO would block a worker for ever, a device read for ever
-        raise PathRefused("not a regular file or a directory")
-    return real
 
 
 def path_key(path: Path) -> str:
