@@ -52,3 +52,12 @@ def test_errors_after_a_requeue_are_its_tear_down(tmp_path: Path) -> None:
     v = analyze(log)
     assert str(v.category) == "scheduler" and v.culprit.ranks == []
     assert v.root_event is not None and "DUE TO JOB REQUEUE" in v.root_event.text
+
+
+def test_bash_says_which_signal_killed_the_job(tmp_path: Path) -> None:
+    """A paste ending in bash's note on a killed job is a failure, never "no failure found"."""
+    log = tmp_path / "log.txt"
+    log.write_text("epoch 1 step 40 loss 2.31\nepoch 1 step 41 loss 2.29\nKilled\n")
+    assert str(analyze(log).category) == "host_oom"
+    log.write_text("step 3 loss 2.1\n./run.sh: line 7: 40213 Segmentation fault      (core dumped) python train.py\n")
+    assert str(analyze(log).category) == "process_crash"
