@@ -61,3 +61,14 @@ def test_bash_says_which_signal_killed_the_job(tmp_path: Path) -> None:
     assert str(analyze(log).category) == "host_oom"
     log.write_text("step 3 loss 2.1\n./run.sh: line 7: 40213 Segmentation fault      (core dumped) python train.py\n")
     assert str(analyze(log).category) == "process_crash"
+
+
+def test_a_set_up_progress_bar_is_not_training(tmp_path: Path) -> None:
+    """Loading checkpoint shards through tqdm is start-up: an NCCL system error after it is the set-up's."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "Loading checkpoint shards: 100%|██████████| 4/4 [00:14<00:00,  3.59s/it]\n"
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+        "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\n"
+    )
+    assert str(analyze(log).category) == "configuration"

@@ -33,6 +33,13 @@ TRAINING_MARKER = re.compile(
     r"|(?i:\b(?:lm |train(?:ing)?[ _])?loss['\"]?\s*[:=|]?\s*[-+]?(?:\d+\.\d+(?:e[-+]?\d+)?|nan|inf)\b)"
     r"|\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)\])"
 )
+# A tqdm bar of the set-up, not of training: Hugging Face's "Loading checkpoint shards", datasets'
+# "Map", "Filter", "Generating train split", "Downloading"... (their tqdm descriptions). Its rate
+# says nothing about steps; a job that failed after it failed before training.
+SETUP_BAR = re.compile(
+    r"(?i)\b(?:load(?:ing)?|download(?:ing)?|fetch(?:ing)?|map|filter|tokeniz\w*|generating \w+ split|"
+    r"extract(?:ing)?|resolv(?:e|ing)|preprocess\w*|convert(?:ing)?|prepar(?:e|ing))\b[^|\n]{0,80}:\s*\d+%\|"
+)
 TRAINING_LITERALS = (
     "step",
     "Step",
