@@ -72,3 +72,17 @@ def test_a_set_up_progress_bar_is_not_training(tmp_path: Path) -> None:
         "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\n"
     )
     assert str(analyze(log).category) == "configuration"
+
+
+def test_healthy_benchmarks_are_healthy(tmp_path: Path) -> None:
+    """Horovod's benchmark ('Iter #3: ...') and nccl-tests' table ('... busbw  error') ran well."""
+    log = tmp_path / "log.txt"
+    log.write_text("Running benchmark...\nIter #0: 108.3 img/sec per GPU\nIter #1: 107.3 img/sec per GPU\n")
+    assert str(analyze(log).category) == "none"
+    log.write_text(
+        "#       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n"
+        "     8388608       2097152     float     sum    123.4  67.98  118.97  0e+00    123.1  68.10  119.2  0e+00\n"
+        "# Avg bus bandwidth    : 67.9217 \n"
+        "node-0:1:1 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]\n"
+    )
+    assert str(analyze(log).category) == "none"

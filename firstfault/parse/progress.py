@@ -29,7 +29,7 @@ _RANK = re.compile(r"\[rank(?P<rank>\d+)\]|\brank[ =:](?P<rank2>\d+)\b")
 # "lm loss: 3.2E+00"), or tqdm's rate ("12/620 [00:52<50:17, 4.95s/it]"). Used to tell a failure
 # before training from one during it (``reason.configuration``), never to count steps.
 TRAINING_MARKER = re.compile(
-    r"(?:(?<![-\w])(?:[Ss]tep|[Ii]ter(?:ation)?|[Ee]poch)\s*[:=]?\s*\d+(?![.\d])\s*(?:/\s*\d+)?"
+    r"(?:(?<![-\w])(?:[Ss]tep|[Ii]ter(?:ation)?|[Ee]poch)\s*#?[:=]?\s*\d+(?![.\d])\s*(?:/\s*\d+)?"
     r"|(?i:\b(?:lm |train(?:ing)?[ _])?loss['\"]?\s*[:=|]?\s*[-+]?(?:\d+\.\d+(?:e[-+]?\d+)?|nan|inf)\b)"
     r"|\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)\])"
 )
