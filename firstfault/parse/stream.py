@@ -79,19 +79,21 @@ def scan(  # noqa: C901  (the hot loop, see below)
     max_line: int | None = None,
     warn: Callable[[str], None] | None = None,
     stats: dict[str, int] | None = None,
+    first_line: int = 1,
 ) -> Iterator[Hit]:
     """Yield every line of ``fh`` that contains one of the prefilter's literals.
 
     ``stats["lines"]`` holds the file's line count once the generator is exhausted.
 
-    ``max_line`` defaults to ``Limits.max_line``.
+    ``max_line`` defaults to ``Limits.max_line``. ``first_line`` numbers the first line read (a live
+    reader that resumes a file mid-way passes the count of lines it read before).
 
     A deliberate hot loop, kept in one function: it runs once per block of every file of a
     bundle (GBs at scale), and splitting it would add a Python call per block and per hit.
     """
     if max_line is None:
         max_line = settings.current().limits.max_line
-    line_no = 1
+    line_no = first_line
     pending = b""
     tail = b""
     skipping = False
@@ -161,4 +163,4 @@ def scan(  # noqa: C901  (the hot loop, see below)
         yield from flagged(pending)
         line_no += 1
     if stats is not None:
-        stats["lines"] = line_no - 1
+        stats["lines"] = line_no - first_line
