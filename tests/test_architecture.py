@@ -28,6 +28,7 @@ LAYERS = [
     ("firstfault.signatures", 7),
     ("firstfault.fleet", 8),  # beside the pipeline: calls it, keeps its verdicts
     ("firstfault.service", 8),  # beside the pipeline: the HTTP service calls it
+    ("firstfault.live", 8),  # beside the pipeline: follows a running job, calls the later stages
     ("firstfault.cli", 9),
     ("firstfault.audit", 8),
     ("firstfault", 8),  # the package itself: the public API

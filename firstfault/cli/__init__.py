@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from firstfault.cli import analyze, audit, bench, fleet, fr, serve, simulate, stress
+from firstfault.cli import analyze, audit, bench, fleet, fr, serve, simulate, stress, watch
 
 app = typer.Typer(
     help="Find the first failure in a failed distributed training job.",
@@ -32,6 +32,7 @@ app.add_typer(fleet.history_app, name="history")
 app.add_typer(fleet.fleet_app, name="fleet")
 app.registered_commands.extend(fleet.app.registered_commands)  # batch DIR
 app.add_typer(serve.app, name="serve")
+app.registered_commands.extend(watch.app.registered_commands)  # watch PATH
 
 
 def _interrupted(_signum: int, _frame: object) -> None:

@@ -1,0 +1,203 @@
+"""The watch loop: wake on a change (inotify through ``watchdog``, or a poll), read, decide, emit.
+
+A verdict is emitted as soon as a root is decided (the pipeline names a category other than
+"none", or a rank is silent past its threshold), and again whenever its category or culprit
+changes; a last one, marked final, when the job ends, the timeout passes or the watch is
+interrupted. The pipeline's verdict wins over silence: silence only speaks while the logs name no
+fault.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from firstfault.live.silence import SilenceSettings, SilenceWatch, SilentRanks
+from firstfault.live.state import LiveState
+from firstfault.match.registry import Registry
+from firstfault.vocab import Action, BundleError, Category, Culprit, Verdict
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """How to watch: ``poll`` forces polling (network file systems send no inotify events);
+    ``interval_s`` is the poll period and the longest a silence check waits; ``until_exit`` stops
+    when the job says it ended (or ``pid``, its launcher's process, is gone)."""
+
+    poll: bool = False
+    interval_s: float = 0.25
+    timeout_s: float | None = None
+    until_exit: bool = False
+    pid: int | None = None
+    silence: SilenceSettings = field(default_factory=SilenceSettings)
+
+
+@dataclass(frozen=True)
+class Update:
+    """One emitted verdict: when the watcher decided it, what triggered it, whether it is the last."""
+
+    observed_at: float
+    trigger: str  # "pipeline", "silence" or "final"
+    verdict: Verdict
+    final: bool = False
+
+    def key(self) -> tuple[str, tuple[int, ...]]:
+        return str(self.verdict.category), tuple(self.verdict.culprit.ranks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The verdict's v1 JSON plus when and why it was emitted."""
+        d = self.verdict.to_dict()
+        d["observed_at"] = round(self.observed_at, 3)
+        d["live"] = {"trigger": self.trigger, "final": self.final}
+        return d
+
+
+Sink = Callable[[Update], None]
+
+
+def silence_verdict(base: Verdict, silent: SilentRanks, hosts: dict[int, str]) -> Verdict:
+    """The pipeline's verdict so far, read as a hang of the silent rank(s)."""
+    named = sorted({hosts[r] for r in silent.ranks if r in hosts})
+    return dataclasses.replace(
+        base,
+        category=Category.HANG,
+        culprit=Culprit(ranks=list(silent.ranks), hosts=named),
+        action=Action.RESTART,
+        confidence=0.6 if silent.ranks else 0.3,
+        summary=f"hang candidate: {silent.summary()}",
+        root_event=None,
+        reasons=[silent.summary(), "live: progress lines stopped before any timeout was printed"],
+    )
+
+
+class _Waker:
+    """Sets an event when the directory changes (inotify), or never (polling: the loop's timeout)."""
+
+    def __init__(self, root: Path, poll: bool):
+        self.event = threading.Event()
+        self.root = root
+        self.poll = poll
+        self._observer: Any = None
+
+    def start_if_ready(self) -> None:
+        if self.poll or self._observer is not None or not self.root.is_dir():
+            return
+        try:
+            from watchdog.events import FileSystemEvent, FileSystemEventHandler
+            from watchdog.observers import Observer
+        except ImportError:
+            self.poll = True  # without the live extra: polling
+            return
+        event = self.event
+
+        class _Handler(FileSystemEventHandler):
+            def on_any_event(self, _e: FileSystemEvent) -> None:
+                event.set()
+
+        observer = Observer()
+        observer.schedule(_Handler(), str(self.root), recursive=True)
+        observer.daemon = True
+        observer.start()
+        self._observer = observer
+
+    def wait(self, seconds: float) -> None:
+        self.event.wait(seconds)
+        self.event.clear()
+
+    def stop(self) -> None:
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=5)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a child that exited but was not reaped yet is a zombie: gone for our purpose
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+@dataclass
+class _Loop:
+    state: LiveState
+    opts: WatchOptions
+    sinks: Sequence[Sink]
+    silence: SilenceWatch
+    last: Update | None = None
+    verdict: Verdict | None = None
+
+    def analyze(self) -> None:
+        try:
+            self.verdict = self.state.analyze()
+        except BundleError:
+            self.verdict = None  # nothing that is a job's log yet
+
+    def current(self, now: float) -> tuple[Verdict, str] | None:
+        attempt = self.state.latest_attempt()
+        self.silence.observe(attempt, self.state.ctx.progress_by_attempt.get(attempt, {}), now)
+        v = self.verdict
+        if v is not None and v.category != Category.NONE:
+            return v, "pipeline"
+        silent = self.silence.silent(now)
+        if v is not None and silent is not None:
+            return silence_verdict(v, silent, self.state.ctx.topology.rank_host), "silence"
+        return None
+
+    def emit(self, verdict: Verdict, trigger: str, final: bool = False) -> None:
+        up = Update(time.time(), trigger, verdict, final)
+        if not final and self.last is not None and self.last.key() == up.key():
+            return
+        self.last = up
+        for sink in self.sinks:
+            sink(up)
+
+    def finish(self) -> Update | None:
+        self.state.refresh()
+        self.analyze()
+        if self.verdict is not None:
+            now = time.monotonic()
+            got = self.current(now)
+            verdict, _ = got if got is not None else (self.verdict, "pipeline")
+            self.emit(verdict, "final", final=True)
+        return self.last
+
+
+def watch(path: Path, registry: Registry, sinks: Sequence[Sink], opts: WatchOptions | None = None) -> Update | None:
+    """Follow ``path`` until the job ends (``until_exit``), the timeout, or Ctrl-C; the last update."""
+    opts = opts or WatchOptions()
+    root = Path(path).resolve()
+    loop = _Loop(LiveState(root, registry), opts, sinks, SilenceWatch(opts.silence))
+    waker = _Waker(root, opts.poll)
+    start = time.monotonic()
+    try:
+        while True:
+            waker.start_if_ready()
+            if loop.state.refresh():
+                loop.analyze()
+            now = time.monotonic()
+            got = loop.current(now)
+            if got is not None:
+                loop.emit(*got)
+            if opts.timeout_s is not None and now - start >= opts.timeout_s:
+                break
+            if opts.until_exit and (loop.state.ended() or (opts.pid is not None and not _pid_alive(opts.pid))):
+                break
+            waker.wait(opts.interval_s)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        waker.stop()
+    return loop.finish()
