@@ -5,7 +5,8 @@ started, and ``firstfault watch`` on its output directory at the same moment, as
 processes, the way an operator would run them. Measured per kind:
 
 * detect s: from the root event's own timestamp (the finished run's verdict's root event, as a
-  batch analysis of the bundle names it; for a hang, the culprit's last progress line) to the
+  batch analysis of the bundle names it; for a hang, the culprit's last progress line; for a
+  straggler, its progress line of the step it turned slow at) to the
   ``observed_at`` of the first verdict the watcher emitted that is right (category and first
   culprit rank equal ``truth.json``'s);
 * before first timeout: whether that verdict came before the first timeout or watchdog line in
@@ -71,8 +72,23 @@ def _is_right(d: dict[str, Any], truth: dict[str, Any]) -> bool:
     return bool(v["category"] == truth["expected_category"] and want[:1] == v["culprit"]["ranks"][:1])
 
 
-def _root_ts(final: dict[str, Any]) -> float | None:
-    """The root event's own time; a hang's root is when its culprit stopped (its last progress line)."""
+def _step_ts(out: Path, rank: int, step: int) -> float | None:
+    """When ``rank`` logged ``step`` (the workload's own progress line in its torchrun log)."""
+    from firstfault.parse.timestamps import parse_timestamp
+
+    needle = f"[rank{rank}] step {step} "
+    for log in sorted(out.glob("logs/*/attempt_0/*/stdout.log")):
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            if needle in line:
+                return parse_timestamp(line)
+    return None
+
+
+def _root_ts(final: dict[str, Any], out: Path, truth: dict[str, Any]) -> float | None:
+    """The root event's own time. A hang's root is when its culprit stopped (its last progress
+    line); a straggler has no event, its root is the step from which it is slow."""
+    if truth["expected_category"] == "straggler" and truth.get("culprit_ranks"):
+        return _step_ts(out, int(truth["culprit_ranks"][0]), int(truth["step"]))
     root = final.get("root_event") or {}
     ranks = final["verdict"]["culprit"]["ranks"]
     if final["verdict"]["category"] == "hang" and ranks:
@@ -125,7 +141,7 @@ def _row(kind: str, out: Path, jsonl: Path) -> LiveRow:
     truth = json.loads((out / "truth.json").read_text(encoding="utf-8"))
     ups = [json.loads(x) for x in jsonl.read_text(encoding="utf-8").splitlines()] if jsonl.exists() else []
     final = firstfault.analyze(out).to_dict()
-    root = _root_ts(final)
+    root = _root_ts(final, out, truth)
     rights = [u for u in ups if _is_right(u, truth)]
     if truth["expected_category"] == "none":
         right = all(_is_right(u, truth) for u in ups)

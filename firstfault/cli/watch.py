@@ -74,6 +74,8 @@ def watch(
         raise fail(f"{path}: not a directory; watch follows a job's log directory")
     if webhook is not None and not webhook.startswith(("http://", "https://")):
         raise fail(f"--webhook {webhook}: not an http(s) URL")
+    if jsonl is not None and jsonl.resolve().is_relative_to(path.resolve()):
+        raise fail(f"--jsonl {jsonl}: inside the watched directory; write it elsewhere")
     try:
         registry = load_registry(signatures or [])
     except InputError as exc:

@@ -7,10 +7,10 @@ one to look at. This module keeps, per rank, the last step seen and the (watcher
 was first seen, and calls a rank silent when it has not advanced for the threshold while a peer
 is ahead of it or advanced after it.
 
-If every rank stopped at the same step, progress cannot tell who hung (peers of a synchronous job
-block one collective later, printing nothing more either): that is reported as a hang with no
-culprit rank, which the pipeline replaces with a named rank once the timeouts and the flight
-recorder's dumps arrive.
+If every rank stopped at the same step, nothing is said: progress cannot tell who hung (peers of
+a synchronous job block in the very next collective and print nothing more either, see the
+``hang`` row of ``bench live``), and every rank stopping together is also how a healthy job
+ends. The pipeline names the rank once the timeouts and the flight recorder's dumps arrive.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class SilenceSettings:
 
 @dataclass(frozen=True)
 class SilentRanks:
-    """The ranks that stopped first (empty when every rank stopped together), and why."""
+    """The ranks that stopped while others went on, and why."""
 
     ranks: list[int]
     step: int | None
@@ -52,11 +52,6 @@ class SilentRanks:
     ahead: list[int]
 
     def summary(self) -> str:
-        if not self.ranks:
-            return (
-                f"every rank stopped making progress after step {self.step} {self.silent_for_s:.1f} s ago "
-                f"(threshold {self.threshold_s:.1f} s): a hang, rank not yet known"
-            )
         who = ", ".join(str(r) for r in self.ranks)
         return (
             f"rank {who} made no progress after step {self.step} for {self.silent_for_s:.1f} s "
@@ -103,6 +98,4 @@ class SilenceWatch:
             return None
         if ahead and len(behind) <= len(ahead):  # the few that stopped, not the many that finished
             return SilentRanks(behind, low, since, threshold, ahead)
-        if not ahead and now - max(c.seen_at for c in self.clocks.values()) > threshold:
-            return SilentRanks([], low, since, threshold, [])
         return None

@@ -23,6 +23,10 @@ from firstfault.live.state import LiveState
 from firstfault.match.registry import Registry
 from firstfault.vocab import Action, BundleError, Category, Culprit, Verdict
 
+#: After a change wakes the loop, how long it lets the writers go on before reading: a rank's
+#: traceback or a launcher's report lands in several writes within milliseconds.
+SETTLE_S = 0.03
+
 
 @dataclass(frozen=True)
 class WatchOptions:
@@ -69,7 +73,7 @@ def silence_verdict(base: Verdict, silent: SilentRanks, hosts: dict[int, str]) -
         category=Category.HANG,
         culprit=Culprit(ranks=list(silent.ranks), hosts=named),
         action=Action.RESTART,
-        confidence=0.6 if silent.ranks else 0.3,
+        confidence=0.6,
         summary=f"hang candidate: {silent.summary()}",
         root_event=None,
         reasons=[silent.summary(), "live: progress lines stopped before any timeout was printed"],
@@ -107,7 +111,8 @@ class _Waker:
         self._observer = observer
 
     def wait(self, seconds: float) -> None:
-        self.event.wait(seconds)
+        if self.event.wait(seconds):
+            time.sleep(SETTLE_S)  # a burst of writes (a traceback, many ranks at once) is read as one
         self.event.clear()
 
     def stop(self) -> None:
@@ -165,18 +170,24 @@ class _Loop:
             sink(up)
 
     def finish(self) -> Update | None:
+        """The last word is the pipeline's over everything written: once the job is over, a rank's
+        silence is no longer evidence of anything."""
         self.state.refresh()
         self.analyze()
         if self.verdict is not None:
-            now = time.monotonic()
-            got = self.current(now)
-            verdict, _ = got if got is not None else (self.verdict, "pipeline")
-            self.emit(verdict, "final", final=True)
+            self.emit(self.verdict, "final", final=True)
         return self.last
 
 
-def watch(path: Path, registry: Registry, sinks: Sequence[Sink], opts: WatchOptions | None = None) -> Update | None:
-    """Follow ``path`` until the job ends (``until_exit``), the timeout, or Ctrl-C; the last update."""
+def watch(
+    path: Path,
+    registry: Registry,
+    sinks: Sequence[Sink],
+    opts: WatchOptions | None = None,
+    stop: threading.Event | None = None,
+) -> Update | None:
+    """Follow ``path`` until the job ends (``until_exit``), the timeout, ``stop`` is set, or Ctrl-C;
+    returns the last update."""
     opts = opts or WatchOptions()
     root = Path(path).resolve()
     loop = _Loop(LiveState(root, registry), opts, sinks, SilenceWatch(opts.silence))
@@ -191,7 +202,7 @@ def watch(path: Path, registry: Registry, sinks: Sequence[Sink], opts: WatchOpti
             got = loop.current(now)
             if got is not None:
                 loop.emit(*got)
-            if opts.timeout_s is not None and now - start >= opts.timeout_s:
+            if (opts.timeout_s is not None and now - start >= opts.timeout_s) or (stop is not None and stop.is_set()):
                 break
             if opts.until_exit and (loop.state.ended() or (opts.pid is not None and not _pid_alive(opts.pid))):
                 break
