@@ -19,8 +19,10 @@ figure by under a second. The healthy ``none`` run is right when no fault was ev
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -77,7 +79,7 @@ def _step_ts(out: Path, rank: int, step: int) -> float | None:
     from firstfault.parse.timestamps import parse_timestamp
 
     needle = f"[rank{rank}] step {step} "
-    for log in sorted(out.glob("logs/*/attempt_0/*/stdout.log")):
+    for log in sorted([*out.glob("logs/*/attempt_0/*/stdout.log"), *out.glob("slurm-*.out")]):
         for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
             if needle in line:
                 return parse_timestamp(line)
@@ -121,11 +123,7 @@ def run_kind(kind: str, work: Path, wall_limit: float = 120.0, pg_timeout: float
          "--timeout", str(pg_timeout), "--wall-limit", str(wall_limit)],
         env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    watcher = subprocess.Popen(
-        [py, "-m", "firstfault.cli", "watch", str(out), "--jsonl", str(jsonl), "--pid", str(sim.pid),
-         "--timeout", str(wall_limit + 60)],
-        env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    watcher = _start_watcher(out, jsonl, wall_limit + 60, pid=sim.pid)
     try:
         sim.wait(timeout=wall_limit + 60)
         watcher.wait(timeout=120)
@@ -135,6 +133,42 @@ def run_kind(kind: str, work: Path, wall_limit: float = 120.0, pg_timeout: float
                 p.kill()
                 p.wait()
     return _row(kind, out, jsonl)
+
+
+def _start_watcher(out: Path, jsonl: Path, limit: float, pid: int | None = None) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "firstfault.cli", "watch", str(out), "--jsonl", str(jsonl), "--timeout", str(limit)]
+    if pid is not None:
+        argv += ["--pid", str(pid)]
+    return subprocess.Popen(argv, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def run_slurm_kinds(kinds: list[str], work: Path, wall_limit: float = 150.0) -> list[LiveRow]:
+    """The same measure on a real SLURM cluster on this host (``firstfault_sim.slurm``): the torch
+    workload on 2 nodes x 2 ranks through ``srun -l``, watched from before its submission. The watcher
+    is stopped (SIGTERM, which ends a watch as Ctrl-C does) once the job has ended and SLURM's
+    records are collected into the bundle."""
+    from firstfault_sim.slurm import SlurmCluster, run_torch_fault
+
+    rows = []
+    with SlurmCluster() as cluster:
+        for kind in kinds:
+            t0 = time.time()
+            out, jsonl = work / f"slurm-{kind}", work / f"slurm-{kind}.jsonl"
+            jsonl.unlink(missing_ok=True)
+            shutil.rmtree(out, ignore_errors=True)
+            watcher = _start_watcher(out, jsonl, wall_limit + 60)  # waits for the folder sbatch's job makes
+            try:
+                run_torch_fault(cluster, out, fault=kind, timeout=wall_limit)
+                time.sleep(1.0)  # the collected SLURM records: one more read
+                watcher.terminate()
+                watcher.wait(timeout=60)
+            finally:
+                if watcher.poll() is None:
+                    watcher.kill()
+                    watcher.wait()
+            rows.append(dataclasses.replace(_row(kind, out, jsonl), kind=f"{kind} (slurm)"))
+            print(f"  slurm {kind}: {time.time() - t0:.0f} s", file=sys.stderr)
+    return rows
 
 
 def _row(kind: str, out: Path, jsonl: Path) -> LiveRow:
