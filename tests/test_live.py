@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -202,3 +203,62 @@ def test_a_real_torchrun_job_watched_live_gets_a_right_verdict(tmp_path: Path) -
     assert row.right, row
     assert row.first_right_s is not None
     assert (tmp_path / "exception.jsonl").read_text(encoding="utf-8").strip()
+
+
+def test_webhook_receives_each_verdict_as_json(tmp_path: Path) -> None:
+    """A real HTTP server on loopback gets the verdict the watch prints."""
+    import json
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from firstfault.live.emit import JsonlSink, WebhookSink
+
+    bodies: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    out = tmp_path / "job"
+    shutil.copytree(JOB, out)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+        sinks = [WebhookSink(url), JsonlSink(tmp_path / "v.jsonl")]
+        last = watch(out, load_registry([]), sinks, WatchOptions(until_exit=True, timeout_s=120, poll=True))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert last is not None and bodies
+    assert bodies[-1]["live"] == {"trigger": "final", "final": True}
+    assert bodies[-1]["verdict"] == firstfault.analyze(out).to_dict()["verdict"]
+    lines = (tmp_path / "v.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(x)["observed_at"] for x in lines] == [b["observed_at"] for b in bodies]
+
+
+def test_cli_refuses_a_file_and_a_jsonl_inside_the_watched_folder(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
+    log = tmp_path / "x.log"
+    log.write_text("hello\n", encoding="utf-8")
+    for args in (
+        [str(log)],
+        [str(tmp_path), "--jsonl", str(tmp_path / "v.jsonl")],
+        [str(tmp_path), "--webhook", "file:///etc/passwd"],
+    ):
+        res = subprocess.run(
+            [sys.executable, "-m", "firstfault.cli", "watch", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert res.returncode == 2, (args, res.stderr)
+        assert len(res.stderr.strip().splitlines()) == 1
