@@ -61,7 +61,8 @@ def _append(path: Path, data: bytes) -> None:
 
 class _Writer:
     """Writes the job's files in rounds: three chunks of every file (cut mid-line), a host log
-    rotated between rounds (syslog -> syslog.1, then a new syslog), a restart's attempt_1 folder,
+    rotated between rounds (syslog -> syslog.1 and a new syslog; then both moved on one step), a
+    restart's attempt_1 folder,
     and last the console's end, where torchrun prints its final report. ``rounds()`` yields after
     each round so a reader can run in between."""
 
@@ -85,6 +86,9 @@ class _Writer:
             if i == 1:  # logrotate: the file moves, a new one starts
                 os.rename(syslog, syslog.with_name("syslog.1"))
                 _append(syslog, self.host_new)
+            if i == 2:  # and again, a chain in one go: syslog.1 -> syslog.2, syslog -> syslog.1
+                os.rename(syslog.with_name("syslog.1"), syslog.with_name("syslog.2"))
+                os.rename(syslog, syslog.with_name("syslog.1"))
             yield i
         for rel in self.files:  # torchrun restarted the workers: a new attempt folder
             if "attempt_0" in str(rel):
@@ -106,7 +110,7 @@ def test_incremental_state_reads_each_byte_once_and_ends_at_the_batch_verdict(tm
     total = _text_bytes(out)
     assert state.bytes_read == total  # each byte read from disk once
     assert state.bytes_parsed == total  # and parsed once (every file ends with a newline)
-    assert (out / "host-node1" / "syslog.1").exists()
+    assert (out / "host-node1" / "syslog.2").exists() and not (out / "host-node1" / "syslog").exists()
     live = state.analyze().to_dict()
     batch = firstfault.analyze(out).to_dict()
     assert _comparable(live) == _comparable(batch)

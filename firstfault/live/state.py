@@ -48,12 +48,13 @@ class LiveState:
     ctx: ParseContext = field(default_factory=ParseContext)
     tails: dict[str, FileTail] = field(default_factory=dict)
     wholes: dict[str, _Whole] = field(default_factory=dict)
+    gone: list[FileTail] = field(default_factory=list)  # files deleted (or replaced) while watched
     bytes_read: int = 0  # bytes read from disk by the line readers (each once)
     file_warnings: dict[str, list[str]] = field(default_factory=dict)  # what discovery said of each file
 
     @property
     def bytes_parsed(self) -> int:
-        return sum(t.bytes_parsed for t in self.tails.values())
+        return sum(t.bytes_parsed for t in [*self.tails.values(), *self.gone])
 
     def refresh(self) -> bool:
         """List the directory, follow moves and truncations, read new bytes. True if anything changed."""
@@ -85,21 +86,19 @@ class LiveState:
         """A tracked file whose name now holds another file (or nothing) and whose inode is under a
         new name was rotated: it keeps its state under the new name."""
         by_key = {k[:2]: rel for rel, k in keys.items()}
-        moved = False
+        away: list[FileTail] = []
         for rel, tail in list(self.tails.items()):
             now = keys.get(rel)
-            if now is not None and now[:2] == tail.key:
-                continue
+            if now is None or now[:2] != tail.key:
+                away.append(self.tails.pop(rel))
+        for tail in away:  # after every move is known: a chain (log.1 -> log.2, log -> log.1) in one tick
             new_rel = by_key.get(tail.key)
-            del self.tails[rel]
-            if new_rel is not None and new_rel not in self.tails:
+            if new_rel is None or new_rel in self.tails:
+                self.gone.append(tail)  # deleted or replaced: its events stay, what was logged happened
+            else:
                 tail.rename(new_rel, self.root / new_rel)
                 self.tails[new_rel] = tail
-                moved = True
-            elif new_rel is None:
-                self.tails[f"{rel} (removed)"] = tail  # its events stay: what was logged happened
-                tail.sf.size = tail.read_to
-        return moved
+        return bool(away)
 
     def _admit_new(self, listing: list[tuple[Path, str]], keys: dict[str, tuple[int, int, int]]) -> bool:
         """Files not seen before; a file still empty is sniffed again when its first bytes come."""
@@ -155,7 +154,7 @@ class LiveState:
     def events(self) -> list[Event]:
         """Every event so far, in the order a batch parse lists them (file by file, line by line)."""
         out: list[Event] = []
-        per_file = [(t.sf.rel, t.events) for t in self.tails.values()]
+        per_file = [(t.sf.rel, t.events) for t in [*self.tails.values(), *self.gone]]
         per_file += [(w.sf.rel, w.events) for w in self.wholes.values()]
         for _, evs in sorted(per_file, key=lambda x: x[0]):
             out.extend(evs)
