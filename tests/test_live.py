@@ -117,6 +117,25 @@ def test_incremental_state_reads_each_byte_once_and_ends_at_the_batch_verdict(tm
     assert live["stats"]["bytes_read"] == total
 
 
+def test_a_file_truncated_in_place_is_read_again_and_keeps_what_it_said(tmp_path: Path) -> None:
+    """copytruncate: the file shrinks under the same name; its new bytes are read from the start,
+    the events of what it held before stay (what was logged happened)."""
+    out = tmp_path / "job"
+    src = (JOB / "console.log").read_bytes()
+    first = src[: src.rfind(b"\n", 0, len(src) * 3 // 4) + 1]  # a rotation cuts at a line's end
+    second = src[len(first) :]  # shorter than what was read: the shrink is seen
+    _append(out / "console.log", first)
+    state = LiveState(out, load_registry([]))
+    state.refresh()
+    before = len(state.events())
+    (out / "console.log").write_bytes(second)  # truncated, then the job writes on
+    state.refresh()
+    assert state.bytes_read == len(first) + len(second)
+    assert len(state.events()) >= before > 0
+    assert any("truncated while watched" in w for w in state.ctx.warnings)
+    state.analyze()  # the later stages take the two lives of the file without an error
+
+
 @pytest.mark.parametrize("poll", [False, True], ids=["inotify", "poll"])
 def test_watch_loop_follows_writes_and_stops_at_the_launchers_final_report(tmp_path: Path, poll: bool) -> None:
     """The real loop: writes land while it runs; torchrun's failure report ends it."""
