@@ -23,7 +23,7 @@ import firstfault
 from firstfault.discover import discover
 from firstfault.live import LiveState, SilenceSettings, Update, WatchOptions, watch
 from firstfault.match.registry import load_registry
-from firstfault.vocab import TEXT_KINDS, Category
+from firstfault.vocab import TEXT_KINDS, Category, FileKind
 
 FIXTURES = Path(__file__).parent / "fixtures"
 JOB = FIXTURES / "realjobs" / "diskfull_r0"  # a real torchrun job: console and per-rank logs
@@ -101,7 +101,7 @@ class _Writer:
 
 def test_incremental_state_reads_each_byte_once_and_ends_at_the_batch_verdict(tmp_path: Path) -> None:
     out = tmp_path / "job"
-    state = LiveState(out, load_registry([]))
+    state = LiveState(out, load_registry([]), sniff_quiet_s=0)  # every file read from its first chunk
     assert not state.refresh()  # the directory does not exist yet: nothing, no error
     for _ in _Writer(out).rounds():
         state.refresh()
@@ -117,6 +117,25 @@ def test_incremental_state_reads_each_byte_once_and_ends_at_the_batch_verdict(tm
     assert live["stats"]["bytes_read"] == total
 
 
+def test_a_file_whose_content_tells_its_kind_waits_until_it_can(tmp_path: Path) -> None:
+    """A console's first 100 bytes (a warning, no ``[default0]:`` yet) sniff as an application log;
+    it is read once its bytes can tell, and gets the kind a batch read gives it."""
+    out = tmp_path / "job"
+    data = (JOB / "console.log").read_bytes()
+    _append(out / "console.log", data[:100])
+    state = LiveState(out, load_registry([]))
+    state.refresh()
+    assert "console.log" not in state.tails and state.bytes_read == 0
+    _append(out / "console.log", data[100:])
+    state.refresh(final=True)
+    batch = discover(out)
+    try:
+        assert state.tails["console.log"].sf.kind == batch.files[0].kind == FileKind.LAUNCHER_CONSOLE
+    finally:
+        batch.close()
+    assert state.bytes_read == len(data)
+
+
 def test_a_file_truncated_in_place_is_read_again_and_keeps_what_it_said(tmp_path: Path) -> None:
     """copytruncate: the file shrinks under the same name; its new bytes are read from the start,
     the events of what it held before stay (what was logged happened)."""
@@ -125,7 +144,7 @@ def test_a_file_truncated_in_place_is_read_again_and_keeps_what_it_said(tmp_path
     first = src[: src.rfind(b"\n", 0, len(src) * 3 // 4) + 1]  # a rotation cuts at a line's end
     second = src[len(first) :]  # shorter than what was read: the shrink is seen
     _append(out / "console.log", first)
-    state = LiveState(out, load_registry([]))
+    state = LiveState(out, load_registry([]), sniff_quiet_s=0)
     state.refresh()
     before = len(state.events())
     (out / "console.log").write_bytes(second)  # truncated, then the job writes on

@@ -55,6 +55,9 @@ def watch(
     silence_floor: Annotated[
         float, typer.Option("--silence-floor", help="... and never sooner than this many seconds")
     ] = 3.0,
+    min_confidence: Annotated[
+        float, typer.Option("--min-confidence", help="Say a reading only from this confidence on (the final always)")
+    ] = 0.4,
     signatures: Annotated[
         list[Path] | None,
         typer.Option("--signatures", metavar="PATH", help="Extra signature directory or file (repeatable)"),
@@ -70,6 +73,8 @@ def watch(
 
     if interval <= 0 or silence_k <= 0 or silence_floor < 0 or (timeout is not None and timeout <= 0):
         raise fail("--interval, --silence-k and --timeout must be positive, --silence-floor not negative")
+    if not 0 <= min_confidence <= 1:
+        raise fail("--min-confidence must be between 0 and 1")
     if path.exists() and not path.is_dir():
         raise fail(f"{path}: not a directory; watch follows a job's log directory")
     if webhook is not None and not webhook.startswith(("http://", "https://")):
@@ -93,6 +98,7 @@ def watch(
         until_exit=until_exit or pid is not None,
         pid=pid,
         silence=SilenceSettings(silence_k, silence_floor),
+        min_confidence=min_confidence,
     )
     last = run_watch(path, registry, sinks, opts)
     if last is None:

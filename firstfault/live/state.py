@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from firstfault.discover import Bundle, SourceFile, source_file, walk
+from firstfault.discover import SNIFF, Bundle, SourceFile, sniff_kind, source_file, walk
 from firstfault.live.tail import FileTail
 from firstfault.match.registry import Registry
 from firstfault.parse.base import ParseContext
@@ -49,6 +50,11 @@ class LiveState:
     tails: dict[str, FileTail] = field(default_factory=dict)
     wholes: dict[str, _Whole] = field(default_factory=dict)
     gone: list[FileTail] = field(default_factory=list)  # files deleted (or replaced) while watched
+    #: a file whose kind its content decides is read once it has held still this long (or filled
+    #: the sniff window): a second covers a launcher's start-up lines, and the per-rank files that
+    #: carry a fault first are decided by their path and read at once
+    sniff_quiet_s: float = 1.0
+    growing: dict[str, tuple[int, float]] = field(default_factory=dict)  # rel -> (size, since when)
     bytes_read: int = 0  # bytes read from disk by the line readers (each once)
     file_warnings: dict[str, list[str]] = field(default_factory=dict)  # what discovery said of each file
 
@@ -56,8 +62,9 @@ class LiveState:
     def bytes_parsed(self) -> int:
         return sum(t.bytes_parsed for t in [*self.tails.values(), *self.gone])
 
-    def refresh(self) -> bool:
-        """List the directory, follow moves and truncations, read new bytes. True if anything changed."""
+    def refresh(self, final: bool = False) -> bool:
+        """List the directory, follow moves and truncations, read new bytes. True if anything changed.
+        ``final``: the job has ended, every whole-read file is complete as it is."""
         if not self.root.is_dir():
             return False
         listing = walk(self.root, [])
@@ -69,9 +76,11 @@ class LiveState:
                 continue
             keys[rel] = (st.st_dev, st.st_ino, st.st_size)
         changed = self._follow_moves(keys)
-        changed |= self._admit_new(listing, keys)
+        changed |= self._admit_new(listing, keys, final)
         note_bundle(self.ctx, self.bundle())
         for rel, tail in sorted(self.tails.items()):
+            if tail.placeholder:
+                continue
             size = keys.get(rel, (0, 0, -1))[2]
             if 0 <= size < tail.read_to:
                 tail.restart(self.ctx)
@@ -79,7 +88,7 @@ class LiveState:
                 self.bytes_read += tail.read_new(self.registry, self.ctx)
                 changed = True
         for rel, whole in self.wholes.items():
-            changed |= self._settle(whole, keys.get(rel, (0, 0, -1))[2])
+            changed |= self._settle(whole, keys.get(rel, (0, 0, -1))[2], final)
         return changed
 
     def _follow_moves(self, keys: dict[str, tuple[int, int, int]]) -> bool:
@@ -100,22 +109,26 @@ class LiveState:
                 self.tails[new_rel] = tail
         return bool(away)
 
-    def _admit_new(self, listing: list[tuple[Path, str]], keys: dict[str, tuple[int, int, int]]) -> bool:
-        """Files not seen before; a file still empty is sniffed again when its first bytes come."""
+    def _admit_new(self, listing: list[tuple[Path, str]], keys: dict[str, tuple[int, int, int]], final: bool) -> bool:
+        """Files not seen before. A file's kind is sniffed once, when its bytes can tell it (see
+        ``_conclusive``); an empty file is held as a placeholder, not read, until then."""
         new: list[SourceFile] = []
         for path, rel in listing:
             if rel not in keys or rel in self.wholes:
                 continue
+            size = keys[rel][2]
             tail = self.tails.get(rel)
-            if tail is not None and (tail.read_to > 0 or keys[rel][2] == 0):
+            if tail is not None and (not tail.placeholder or size == 0):
+                continue
+            if size > 0 and not self._conclusive(rel, size, final):
                 continue
             warnings: list[str] = []
             sf = source_file(path, self.root, rel, warnings)
             self.file_warnings[rel] = warnings
             if sf.kind in TEXT_KINDS:
                 sf.size = 0
-                self.tails[rel] = FileTail.open(sf, keys[rel][:2], self.ctx)
-                if keys[rel][2] > 0:
+                self.tails[rel] = FileTail.open(sf, keys[rel][:2], self.ctx, placeholder=size == 0)
+                if size > 0:
                     new.append(sf)
             else:
                 self.tails.pop(rel, None)
@@ -124,7 +137,22 @@ class LiveState:
             self.ctx.year_hint = year_hint(Bundle(self.root, new))
         return bool(new)
 
-    def _settle(self, whole: _Whole, size: int) -> bool:
+    def _conclusive(self, rel: str, size: int, final: bool) -> bool:
+        """Can the file's first bytes tell its kind yet? Yes when its path alone does (torchrun's
+        per-rank logs, ``slurm-N.out``), when it holds the whole sniff window, when it stopped
+        growing for ``sniff_quiet_s``, or when the job has ended. A launcher's console sniffed from
+        its first line alone (a warning before any ``[default0]:`` prefix) would be taken for an
+        application log for good."""
+        if final or size >= SNIFF or sniff_kind(rel, b"") != FileKind.APP_LOG:
+            return True
+        now = time.monotonic()
+        seen = self.growing.get(rel)
+        if seen is None or seen[0] != size:
+            self.growing[rel] = (size, now)
+            return self.sniff_quiet_s <= 0
+        return now - seen[1] >= self.sniff_quiet_s
+
+    def _settle(self, whole: _Whole, size: int, final: bool) -> bool:
         """A whole-read file counts once its size held still between two reads (and, for torchrun's
         error.json, once it parses)."""
         if whole.done or size < 0:
@@ -136,7 +164,7 @@ class LiveState:
             except (OSError, ValueError):
                 return False  # still being written
             whole.events = error_file_events(whole.sf, self.registry, self.ctx)
-        elif size != whole.last_size:
+        elif size != whole.last_size and not final:
             whole.last_size = size
             return False
         whole.done = True

@@ -1,9 +1,11 @@
 """One growing file, read incrementally: each byte is read from disk once and parsed once.
 
 A ``FileTail`` remembers how far it has read, the line count so far (so events keep the line
-numbers a batch parse gives them), the events parsed from complete lines, and the partial last
-line, kept in memory until its newline arrives. The file's ``SourceParser`` is kept too: parsers
-carry state from line to line (the last time seen, which a line without a clock inherits).
+numbers a batch parse gives them), the events parsed from complete lines, the partial last
+line, kept in memory until its newline arrives, and the last 64 KiB parsed, which the next read
+looks back into (a line without a clock takes the time above it; an exception line its
+frames). The file's ``SourceParser`` is kept too: parsers carry state from line to line (the
+last time seen, which a line without a clock inherits).
 Parsing itself is the pipeline's own (``parse.run.parse_stream`` and ``absorb_lines``).
 """
 
@@ -17,11 +19,14 @@ from firstfault.discover import SourceFile
 from firstfault.parse.base import ParseContext, SourceParser, parser_for
 from firstfault.parse.classify import LineClassifier
 from firstfault.parse.run import absorb_lines, owns_progress, parse_stream
+from firstfault.parse.stream import TAIL
 from firstfault.vocab import Event
 
 #: Most bytes handed to the parser at once: attaching to a job with gigabytes of log already
 #: written reads it in pieces of this size rather than all into memory.
 READ_CHUNK = 32 * 1024 * 1024
+#: How much of what was parsed is kept to look back into: the scanner's own look-back (``TAIL``).
+CONTEXT_BYTES = TAIL
 #: torchrun's failure report ends with this block (torch.distributed.elastic's ChildFailedError).
 _ROOT_CAUSE = b"Root Cause (first observed failure):"
 
@@ -39,12 +44,14 @@ class FileTail:
     events: list[Event] = field(default_factory=list)
     flagged: int = 0
     bytes_parsed: int = 0
+    placeholder: bool = False  # an empty file, listed but not read until its kind can be told
     launcher_done: bool = False  # torchrun's final failure report has been read in this file
     _tail_of_last: bytes = b""  # the last bytes parsed: a report split across two reads is still seen
+    _context: bytes = b""  # the lines just parsed, looked back into (a time, traceback frames), not parsed again
 
     @classmethod
-    def open(cls, sf: SourceFile, key: tuple[int, int], ctx: ParseContext) -> FileTail:
-        return cls(sf, key, parser_for(sf, ctx))
+    def open(cls, sf: SourceFile, key: tuple[int, int], ctx: ParseContext, placeholder: bool = False) -> FileTail:
+        return cls(sf, key, parser_for(sf, ctx), placeholder=placeholder)
 
     def restart(self, ctx: ParseContext) -> None:
         """The file was truncated in place (copytruncate): read it again from its start. The events
@@ -52,6 +59,7 @@ class FileTail:
         self.read_to = 0
         self.lines = 0
         self.pending = b""
+        self._context = b""
         self.parser = parser_for(self.sf, ctx)
         ctx.warn(f"{self.sf.rel}: truncated while watched; read again from its start")
 
@@ -98,6 +106,7 @@ class FileTail:
         self.lines += stats.get("lines", 0)
         self.flagged += stats.get("flagged", 0)
         self.bytes_parsed += len(complete)
+        self._context = (self._context + complete)[-CONTEXT_BYTES:]
         seen = self._tail_of_last + complete
         at = seen.find(_ROOT_CAUSE)
         if at >= 0 and seen.find(b"\n====", at) >= 0:

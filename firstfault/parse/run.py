@@ -224,14 +224,16 @@ def parse_stream(
     start_id: int,
     stats: dict[str, int],
     first_line: int = 1,
+    context: bytes = b"",
 ) -> None:
     """Parse and match the lines of ``fh`` (a whole file, or the new bytes of a growing one) into
     ``events``. ``stats`` gets "lines" and "flagged". One seam for the batch parse and a live
-    reader (``firstfault.live``), which keeps ``parser`` per file and passes ``first_line``."""
+    reader (``firstfault.live``), which keeps ``parser`` per file and passes ``first_line`` and the
+    ``context`` of the lines just before (see ``parse.stream.scan``)."""
     if parser.job_output:
         ctx.job_files.add(sf.rel)
     warn = lambda m: ctx.warn(f"{sf.rel}: {m}")  # noqa: E731
-    for hit in scan(fh, classifier.finder, warn=warn, stats=stats, first_line=first_line):
+    for hit in scan(fh, classifier.finder, warn=warn, stats=stats, first_line=first_line, context=context):
         stats["flagged"] = stats.get("flagged", 0) + 1
         if parser.is_copy(hit):
             continue

@@ -80,13 +80,16 @@ def scan(  # noqa: C901  (the hot loop, see below)
     warn: Callable[[str], None] | None = None,
     stats: dict[str, int] | None = None,
     first_line: int = 1,
+    context: bytes = b"",
 ) -> Iterator[Hit]:
     """Yield every line of ``fh`` that contains one of the prefilter's literals.
 
     ``stats["lines"]`` holds the file's line count once the generator is exhausted.
 
-    ``max_line`` defaults to ``Limits.max_line``. ``first_line`` numbers the first line read (a live
-    reader that resumes a file mid-way passes the count of lines it read before).
+    ``max_line`` defaults to ``Limits.max_line``. ``first_line`` numbers the first line read, and
+    ``context`` (complete lines) is what came just before ``fh`` in the file: a live reader that
+    resumes a file mid-way passes both, so a flagged line finds its time and its traceback frames
+    above it as a whole-file read would. ``context`` is only looked back into, never scanned.
 
     A deliberate hot loop, kept in one function: it runs once per block of every file of a
     bundle (GBs at scale), and splitting it would add a Python call per block and per hit.
@@ -95,7 +98,7 @@ def scan(  # noqa: C901  (the hot loop, see below)
         max_line = settings.current().limits.max_line
     line_no = first_line
     pending = b""
-    tail = b""
+    tail = context[-TAIL:]
     skipping = False
     warned_long = False
 
