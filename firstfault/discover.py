@@ -364,6 +364,17 @@ def _transcode_utf16(files: list[SourceFile], tempdir: Path | None, warnings: li
     return tempdir
 
 
+def walk(root: Path, warnings: list[str]) -> list[tuple[Path, str]]:
+    """(path, relative name) of the regular files under ``root``, sorted as a bundle lists them."""
+    return _walk(root, warnings)
+
+
+def source_file(f: Path, root: Path, rel: str, warnings: list[str]) -> SourceFile:
+    """One file as discovery describes it (kind sniffed from its name and first bytes; rank,
+    attempt and host from its path): for a reader that meets files one at a time as they appear."""
+    return _source(f, root, rel, warnings)
+
+
 def _walk(root: Path, warnings: list[str]) -> list[tuple[Path, str]]:
     """Regular files under ``root`` in a stable order; links out of the root are refused."""
     out: list[tuple[Path, str]] = []

@@ -51,6 +51,27 @@ def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
 def _analyze_bundle(bundle: Bundle, registry: Registry, fr_beside: FlightRecorderBeside) -> Verdict:
     t0 = time.perf_counter()
     pr = parse_bundle(bundle, registry)  # parse + match; topology learnt, events placed
+    return _after_parse(bundle, registry, fr_beside, pr, t0)
+
+
+def analyze_parsed(bundle: Bundle, pr: ParseResult, registry: Registry) -> Verdict:
+    """The stages after parse + match (align -> correlate -> attribute) over a parse already made.
+
+    The seam for a reader that parses incrementally (``firstfault.live``): it keeps its own
+    ``ParseResult`` as files grow and runs only these cheap later stages again. ``pr`` is consumed
+    (later stages fill in its events), so pass a copy to keep the original.
+    """
+    fr_beside = FlightRecorderBeside(bundle)
+    try:
+        with gc_paused():
+            return _after_parse(bundle, registry, fr_beside, pr, time.perf_counter())
+    finally:
+        fr_beside.close()
+
+
+def _after_parse(
+    bundle: Bundle, registry: Registry, fr_beside: FlightRecorderBeside, pr: ParseResult, t0: float
+) -> Verdict:
     _refuse_unusable(pr, bundle)
     t_parse = time.perf_counter()
     warnings = list(pr.ctx.warnings)

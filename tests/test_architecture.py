@@ -31,6 +31,7 @@ LAYERS = [
     ("firstfault.service", 8),  # beside the pipeline: the HTTP service calls it
     ("firstfault.slurm", 8),  # beside the pipeline: epilog hook, job monitor, exclude/drain
     ("firstfault.mcp", 8),  # beside the pipeline: the MCP server calls it, read-only
+    ("firstfault.live", 8),  # beside the pipeline: follows a running job, calls the later stages
     ("firstfault.cli", 9),
     ("firstfault.audit", 8),
     ("firstfault", 8),  # the package itself: the public API

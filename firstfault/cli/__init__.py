@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from firstfault.cli import analyze, audit, bench, fleet, fr, mcp, serve, simulate, slurm, stress
+from firstfault.cli import analyze, audit, bench, fleet, fr, mcp, serve, simulate, slurm, stress, watch
 
 app = typer.Typer(
     help="Find the first failure in a failed distributed training job.",
@@ -34,6 +34,7 @@ app.registered_commands.extend(fleet.app.registered_commands)  # batch DIR
 app.add_typer(serve.app, name="serve")
 app.add_typer(slurm.app, name="slurm")
 app.registered_commands.extend(mcp.app.registered_commands)  # mcp
+app.registered_commands.extend(watch.app.registered_commands)  # watch PATH
 
 
 def _interrupted(_signum: int, _frame: object) -> None:

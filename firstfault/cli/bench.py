@@ -306,3 +306,49 @@ def bench_serve(
     if markdown is not None:
         markdown.write_text(text, encoding="utf-8")
     raise typer.Exit(0 if result.lost == 0 and result.duplicated == 0 else 1)
+
+
+@app.command("live")
+def bench_live(
+    kind: Annotated[
+        list[str] | None, typer.Option("--kind", help="Fault kind to run (repeatable; default: every kind)")
+    ] = None,
+    work: Annotated[
+        Path | None, typer.Option("--work", help="Where the jobs write (default: a temporary folder)")
+    ] = None,
+    wall_limit: Annotated[float, typer.Option("--wall-limit", help="Seconds each job may run")] = 120.0,
+    markdown: Annotated[Path | None, typer.Option("--markdown", help="Also write the table as Markdown")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON too")] = False,
+    slurm: Annotated[
+        list[str] | None,
+        typer.Option("--slurm", metavar="KIND", help="Also run this kind as a real SLURM job (repeatable)"),
+    ] = None,
+) -> None:
+    """Real torchrun jobs with injected faults, watched live: seconds from the root event to the
+    first right verdict, per kind (needs the torch extra; --slurm Debian's SLURM and munge)."""
+    import tempfile
+
+    from firstfault_bench.live import run_live, run_slurm_kinds, table
+    from firstfault_sim.faults import FAULT_KINDS
+
+    kinds = kind or ([] if slurm else list(FAULT_KINDS))  # --slurm alone runs only the SLURM jobs
+    bad = [k for k in [*kinds, *(slurm or [])] if k not in FAULT_KINDS]
+    if bad or wall_limit <= 0:
+        raise fail(f"unknown kind(s) {bad}; choose from {', '.join(FAULT_KINDS)}" if bad else "--wall-limit > 0")
+    work = work or Path(tempfile.mkdtemp(prefix="firstfault-bench-live-"))
+    rows = run_live(kinds, work, wall_limit) if kinds else []
+    if slurm:
+        from firstfault_sim.slurm import SlurmUnavailable, missing_binaries
+
+        if missing_binaries():
+            raise fail(f"--slurm needs SLURM and munge; missing: {', '.join(missing_binaries())}")
+        try:
+            rows += run_slurm_kinds(slurm, work)
+        except SlurmUnavailable as exc:
+            raise fail(f"--slurm: {exc}") from None
+    text = table(rows)
+    print(text)
+    if as_json:
+        print(json.dumps([r.as_dict() for r in rows]))
+    if markdown is not None:
+        markdown.write_text(text + "\n", encoding="utf-8")

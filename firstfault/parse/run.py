@@ -16,12 +16,12 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Any
+from typing import IO, Any
 
 from firstfault.discover import Bundle, SourceFile
 from firstfault.parse import hooks, ibstat, kernel, nccl, slurm  # noqa: F401  (kernel, nccl, slurm register parsers)
 from firstfault.parse import progress as progress_mod
-from firstfault.parse.base import ParseContext, Progress, parser_for, remap_ranks
+from firstfault.parse.base import ParseContext, Progress, SourceParser, parser_for, remap_ranks
 from firstfault.parse.classify import LineClassifier
 from firstfault.parse.ibstat import HostIB
 from firstfault.parse.stream import Hit, scan
@@ -124,10 +124,10 @@ def _frames(hit: Hit) -> list[str]:
     for line in reversed(above):
         bare = line.split("]:", 1)[1] if line.startswith("[") and "]:" in line[:20] else line
         out.append(bare)
-        if bare.startswith("Traceback (most recent call last)"):
+        if bare.lstrip().startswith("Traceback (most recent call last)"):  # "[rank0]: Traceback": a space
             break
     out.reverse()
-    if not (out and out[0].startswith("Traceback")):
+    if not (out and out[0].lstrip().startswith("Traceback")):
         out = _headless_frames(out)
     # the same traceback repeats on thousands of ranks: one copy of each frame line
     return [sys.intern(x) for x in out]
@@ -213,60 +213,81 @@ def _elastic_error_json(sf: SourceFile, classifier: LineClassifier, ctx: ParseCo
 def parse_file(sf: SourceFile, classifier: LineClassifier, ctx: ParseContext, start_id: int) -> tuple[list[Event], int]:
     """Events of one text file, and how many lines the prefilter flagged."""
     parser = parser_for(sf, ctx)
-    if parser.job_output:
-        ctx.job_files.add(sf.rel)
     events: list[Event] = []
-    flagged = 0
-    finder = classifier.finder
-    # With torchrun's per-rank files present, progress comes from them (they know the attempt);
-    # the console's --tee copy would only count every step twice.
-    own_progress = sf.kind == FileKind.ELASTIC_RANK_LOG or not ctx.has_rank_files
     stats: dict[str, int] = {}
     try:
         with open(sf.path, "rb") as fh:
-            for hit in scan(fh, finder, warn=lambda m: ctx.warn(f"{sf.rel}: {m}"), stats=stats):
-                flagged += 1
-                if parser.is_copy(hit):
-                    continue
-                info = parser.locate(hit)
-                if sf.attempt is not None and info.ts is not None:
-                    start = ctx.attempt_start.get(sf.attempt)
-                    if start is None or info.ts < start:
-                        ctx.attempt_start[sf.attempt] = info.ts
-                got = classifier.classify(info.text, sf.kind, hit.literals, unrecognised=parser.job_output)
-                if got is None:
-                    continue
-                fields = dict(got.fields)  # hooks and later stages write into an event's own fields
-                ev = Event(
-                    id=start_id + len(events),
-                    source=sf.rel,
-                    line=hit.line_no,
-                    text=info.text[:MAX_TEXT],
-                    signature=got.signature,
-                    category=got.category,
-                    layer=got.layer,
-                    role=got.role,
-                    severity=got.severity,
-                    ts=info.ts,
-                    ts_quality=info.ts_quality,
-                    host=info.host,
-                    rank=info.rank if info.rank is not None else _int_field(fields, "rank"),
-                    local_rank=info.local_rank,
-                    gpu=info.gpu or fields.get("gpu"),
-                    pid=int(fields["pid"]) if fields.get("pid", "").isdigit() else info.pid,
-                    attempt=sf.attempt,
-                    fields=fields,
-                    context=_frames(hit) if got.context_lines else [],
-                    priority=got.priority,
-                )
-                hooks.apply(got.hook, ev, hit, ctx)
-                events.append(ev)
+            parse_stream(sf, fh, parser, classifier, ctx, events, start_id, stats)
         if parser.job_output:
-            _head_and_tail(sf, ctx, stats.get("lines", 0), own_progress)
+            _head_and_tail(sf, ctx, stats.get("lines", 0), owns_progress(sf, ctx))
     except OSError as exc:
         ctx.warn(f"{sf.rel}: read failed ({exc.strerror or exc}); partial result")
     parser.finish()
-    return events, flagged
+    return events, stats.get("flagged", 0)
+
+
+def owns_progress(sf: SourceFile, ctx: ParseContext) -> bool:
+    """Does this file's progress count? With torchrun's per-rank files present, progress comes from
+    them (they know the attempt); the console's --tee copy would only count every step twice."""
+    return sf.kind == FileKind.ELASTIC_RANK_LOG or not ctx.has_rank_files
+
+
+def parse_stream(
+    sf: SourceFile,
+    fh: IO[bytes],
+    parser: SourceParser,
+    classifier: LineClassifier,
+    ctx: ParseContext,
+    events: list[Event],
+    start_id: int,
+    stats: dict[str, int],
+    first_line: int = 1,
+    context: bytes = b"",
+) -> None:
+    """Parse and match the lines of ``fh`` (a whole file, or the new bytes of a growing one) into
+    ``events``. ``stats`` gets "lines" and "flagged". One seam for the batch parse and a live
+    reader (``firstfault.live``), which keeps ``parser`` per file and passes ``first_line`` and the
+    ``context`` of the lines just before (see ``parse.stream.scan``)."""
+    if parser.job_output:
+        ctx.job_files.add(sf.rel)
+    warn = lambda m: ctx.warn(f"{sf.rel}: {m}")  # noqa: E731
+    for hit in scan(fh, classifier.finder, warn=warn, stats=stats, first_line=first_line, context=context):
+        stats["flagged"] = stats.get("flagged", 0) + 1
+        if parser.is_copy(hit):
+            continue
+        info = parser.locate(hit)
+        if sf.attempt is not None and info.ts is not None:
+            start = ctx.attempt_start.get(sf.attempt)
+            if start is None or info.ts < start:
+                ctx.attempt_start[sf.attempt] = info.ts
+        got = classifier.classify(info.text, sf.kind, hit.literals, unrecognised=parser.job_output)
+        if got is None:
+            continue
+        fields = dict(got.fields)  # hooks and later stages write into an event's own fields
+        ev = Event(
+            id=start_id + len(events),
+            source=sf.rel,
+            line=hit.line_no,
+            text=info.text[:MAX_TEXT],
+            signature=got.signature,
+            category=got.category,
+            layer=got.layer,
+            role=got.role,
+            severity=got.severity,
+            ts=info.ts,
+            ts_quality=info.ts_quality,
+            host=info.host,
+            rank=info.rank if info.rank is not None else _int_field(fields, "rank"),
+            local_rank=info.local_rank,
+            gpu=info.gpu or fields.get("gpu"),
+            pid=int(fields["pid"]) if fields.get("pid", "").isdigit() else info.pid,
+            attempt=sf.attempt,
+            fields=fields,
+            context=_frames(hit) if got.context_lines else [],
+            priority=got.priority,
+        )
+        hooks.apply(got.hook, ev, hit, ctx)
+        events.append(ev)
 
 
 def _int_field(fields: dict[str, str], name: str) -> int | None:
@@ -351,16 +372,29 @@ def _head_and_tail(sf: SourceFile, ctx: ParseContext, total_lines: int, own_prog
         data = fh.read(PROGRESS_TAIL).decode("utf-8", "replace")
     if len(head) > 1 and sf.size > SPAN_HEAD:
         head = head[:-1]  # the last line may be cut
-    first = _first_time(head, ctx)
-    if sf.attempt is not None and first is not None:
-        start = ctx.attempt_start.get(sf.attempt)
-        if start is None or first < start:
-            ctx.attempt_start[sf.attempt] = first
     lines = data.split("\n")
     if offset > 0:
         lines = lines[1:]  # a partial first line
     if lines and lines[-1] == "":
         lines.pop()
+    absorb_lines(sf, ctx, head, lines, total_lines - len(lines) + 1, own_progress)
+
+
+def absorb_lines(
+    sf: SourceFile, ctx: ParseContext, head: list[str], lines: list[str], first_no: int, own_progress: bool
+) -> None:
+    """The facts a job-output file's lines hold beside its events: its first and last times (the
+    attempt's start, the job's window), training under way, the world size, and progress.
+
+    ``head`` is the file's beginning, ``lines`` its tail starting at line ``first_no``. A live
+    reader (``firstfault.live``) hands each batch of new lines as both: every fact folds in by
+    min/max or by accumulation, so batches give what one read of the whole would.
+    """
+    first = _first_time(head, ctx)
+    if sf.attempt is not None and first is not None:
+        start = ctx.attempt_start.get(sf.attempt)
+        if start is None or first < start:
+            ctx.attempt_start[sf.attempt] = first
     last = _first_time(lines[::-1], ctx)
     _training_marks(head, ctx)
     _training_marks(lines, ctx)
@@ -368,10 +402,11 @@ def _head_and_tail(sf: SourceFile, ctx: ParseContext, total_lines: int, own_prog
     if first is not None or last is not None:
         lo, hi = first if first is not None else last, last if last is not None else first
         assert lo is not None and hi is not None
-        ctx.spans[sf.rel] = (min(lo, hi), max(lo, hi))
+        lo, hi = min(lo, hi), max(lo, hi)
+        old = ctx.spans.get(sf.rel)
+        ctx.spans[sf.rel] = (min(lo, old[0]), max(hi, old[1])) if old else (lo, hi)
     if not own_progress:
         return
-    first_no = total_lines - len(lines) + 1
     seen: dict[int, _Seen] = {}
     for i, raw in enumerate(lines):
         if not any(lit in raw for lit in progress_mod.LITERALS):
@@ -459,6 +494,13 @@ def _new_context(bundle: Bundle, topology: Topology | None) -> ParseContext:
     ctx = ParseContext(year_hint=_year_hint(bundle))
     if topology is not None:
         ctx.topology = topology
+    note_bundle(ctx, bundle)
+    return ctx
+
+
+def note_bundle(ctx: ParseContext, bundle: Bundle) -> None:
+    """What the bundle's list of files tells the parse (which kinds are present); a live reader
+    calls it again whenever files appear."""
     rank_logs = [f for f in bundle.files if f.kind == FileKind.ELASTIC_RANK_LOG]
     ctx.has_rank_files = bool(rank_logs)
     ctx.rank_dirs_local = {f.local_rank for f in rank_logs if f.local_rank is not None}
@@ -476,7 +518,6 @@ def _new_context(bundle: Bundle, topology: Topology | None) -> ParseContext:
     # At scale the console is one file (one core reads it alone) that repeats every rank's file:
     # its worker lines are skipped. Small jobs keep them: their arrival order breaks near-ties.
     ctx.skip_tee_copies = len(ctx.rank_files) >= SKIP_TEE_MIN_RANKS
-    return ctx
 
 
 def _parse_files(
@@ -598,7 +639,24 @@ def parse_bundle(bundle: Bundle, classifier: LineClassifier, jobs: int | None = 
         for i, e in enumerate(events):
             e.id = i
     result.events = events
-    remap_ranks(events, ctx)
-    learn_topology(events, bundle, ctx.topology, ctx.warnings)
+    return complete(result, bundle)
+
+
+def complete(result: ParseResult, bundle: Bundle) -> ParseResult:
+    """The bundle-wide steps after every file is parsed: directories' global ranks, the topology
+    from the events, the InfiniBand snapshots. A live reader calls it on a copy of what it has."""
+    remap_ranks(result.events, result.ctx)
+    learn_topology(result.events, bundle, result.ctx.topology, result.ctx.warnings)
     result.ib = ibstat.collect(bundle)
     return result
+
+
+def year_hint(bundle: Bundle) -> int | None:
+    """The year of the bundle's first ISO timestamp (glog lines carry none)."""
+    return _year_hint(bundle)
+
+
+def error_file_events(sf: SourceFile, classifier: LineClassifier, ctx: ParseContext) -> list[Event]:
+    """The event of one torchrun error.json (read whole: torchelastic writes it once, at exit)."""
+    ctx.job_files.add(sf.rel)
+    return list(_elastic_error_json(sf, classifier, ctx, 0))

@@ -79,21 +79,26 @@ def scan(  # noqa: C901  (the hot loop, see below)
     max_line: int | None = None,
     warn: Callable[[str], None] | None = None,
     stats: dict[str, int] | None = None,
+    first_line: int = 1,
+    context: bytes = b"",
 ) -> Iterator[Hit]:
     """Yield every line of ``fh`` that contains one of the prefilter's literals.
 
     ``stats["lines"]`` holds the file's line count once the generator is exhausted.
 
-    ``max_line`` defaults to ``Limits.max_line``.
+    ``max_line`` defaults to ``Limits.max_line``. ``first_line`` numbers the first line read, and
+    ``context`` (complete lines) is what came just before ``fh`` in the file: a live reader that
+    resumes a file mid-way passes both, so a flagged line finds its time and its traceback frames
+    above it as a whole-file read would. ``context`` is only looked back into, never scanned.
 
     A deliberate hot loop, kept in one function: it runs once per block of every file of a
     bundle (GBs at scale), and splitting it would add a Python call per block and per hit.
     """
     if max_line is None:
         max_line = settings.current().limits.max_line
-    line_no = 1
+    line_no = first_line
     pending = b""
-    tail = b""
+    tail = context[-TAIL:]
     skipping = False
     warned_long = False
 
@@ -161,4 +166,4 @@ def scan(  # noqa: C901  (the hot loop, see below)
         yield from flagged(pending)
         line_no += 1
     if stats is not None:
-        stats["lines"] = line_no - 1
+        stats["lines"] = line_no - first_line
