@@ -8,6 +8,7 @@ No timing is asserted: the tests wait for what they expect with generous deadlin
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import threading
@@ -304,3 +305,19 @@ def test_cli_refuses_a_file_and_a_jsonl_inside_the_watched_folder(tmp_path: Path
         )
         assert res.returncode == 2, (args, res.stderr)
         assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_the_slurm_monitor_reads_what_watch_writes(tmp_path: Path) -> None:
+    """`firstfault slurm monitor`'s default follower is `watch --jsonl`: its reader takes the last line."""
+    import subprocess
+    import sys
+
+    from firstfault.slurm.operator import read_verdicts
+
+    out = tmp_path / "w.jsonl"
+    bundle = Path(__file__).resolve().parents[1] / "examples" / "bundles" / "hang_4rank"
+    cmd = [sys.executable, "-m", "firstfault.cli", "watch", str(bundle), "--jsonl", str(out), "--until-exit"]
+    subprocess.run([*cmd, "--timeout", "60"], check=True, capture_output=True, timeout=120)
+    (got,) = read_verdicts(out)
+    assert got == json.loads(out.read_text().splitlines()[-1])
+    assert got["verdict"]["category"] == "hang" and got["verdict"]["culprit"]["ranks"] == [2]
