@@ -63,6 +63,10 @@ def test_rank_prefixes_of_every_launcher_are_stripped() -> None:
     assert strip_prefixes("[default1]:[rank5]: boom") == ("boom", 1, 5)
     assert strip_prefixes("2: Traceback (most recent call last):") == ("Traceback (most recent call last):", None, 2)
     assert strip_prefixes("2: x", srun=False) == ("2: x", None, None)
+    # mpirun --tag-output (Horovod, nccl-tests): "[jobid,rank]<stream>:", a collector's time before it
+    assert strip_prefixes("[1,3]<stdout>:Rank 3 is receiving data") == ("Rank 3 is receiving data", None, 3)
+    stamped = "2019-06-02T16:13:44.884Z: [1,12]<stderr>:node:815:864 [0] NCCL WARN x"
+    assert strip_prefixes(stamped) == ("node:815:864 [0] NCCL WARN x", None, 12)
     # a tqdm bar the next line was printed onto (its carriage returns lost in the capture)
     bar = "  0%|          | 0/60 [00:00<?, ?it/s][rank0]:[E ProcessGroupNCCL.cpp:563] boom"
     assert strip_prefixes(bar) == ("[E ProcessGroupNCCL.cpp:563] boom", None, 0)

@@ -1,7 +1,8 @@
 """Who printed a line: the launcher prefixes that name a rank.
 
 torchrun's ``--tee`` writes ``[default3]:`` (role and *local* rank), torch's c10 logger and
-distributed errors ``[rank3]:`` (the *global* rank), ``srun -l`` ``3: `` (the global task id).
+distributed errors ``[rank3]:`` (the *global* rank), ``srun -l`` ``3: `` (the global task id),
+Open MPI's ``mpirun --tag-output`` ``[1,3]<stdout>:`` (job id and MPI rank: Horovod, nccl-tests).
 Every stage that reads a raw line (parsing, the registry's self-check, reports) peels them the same way.
 """
 
@@ -15,6 +16,9 @@ ELASTIC_PREFIX = re.compile(r"^\[(?!rank\d)(?P<role>[A-Za-z_][\w-]*?)(?P<lr>\d+)
 RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:")
 # srun -l / --label: "3: " (global task id), padded with spaces for wide jobs
 SRUN_PREFIX = re.compile(r"^\s*(?P<task>\d{1,6}): ")
+# mpirun --tag-output (Open MPI orte/mca/iof: "[%s,%d]<%s>:" job id, vpid, stream), after an optional
+# leading timestamp that a log collector put in front ("2019-06-02T16:13:44.884Z: [1,12]<stdout>:")
+MPI_PREFIX = re.compile(r"^(?:\S{8,40}: )?\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:")
 # a tqdm progress bar the next line was printed onto (its "\r" redraws lost in the capture):
 # "  0%|          | 0/60 [00:00<?, ?it/s][rank0]:[E ...]"
 TQDM_BAR = re.compile(r"^[^\[\n]{0,80}?\d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,40}\[[^\]\n]{0,80}\](?=\[)")
@@ -25,6 +29,9 @@ def strip_prefixes(text: str, srun: bool = True) -> tuple[str, int | None, int |
     local_rank = rank = None
     if "%|" in text and (bar := TQDM_BAR.match(text)):
         text = text[bar.end() :]
+    if ">:" in text[:64] and (mpi := MPI_PREFIX.match(text)):
+        rank = int(mpi["rank"])
+        text = text[mpi.end() :]
     m = ELASTIC_PREFIX.match(text)
     if m:
         local_rank = int(m["lr"])
