@@ -152,5 +152,6 @@ def _inputs(bundle: Bundle, pr: ParseResult, offsets: Sequence[Offset], window: 
         "kinds": dict(sorted(kind_counts.items())),
         "clock_offsets_s": {o.host: round(o.seconds, 3) for o in offsets},
         "topology": {"ranks": len(pr.ctx.topology.rank_host), "gpus": len(pr.ctx.topology.rank_gpu)},
+        "hosts": pr.hosts(),
         "job_window": window,
     }

@@ -265,7 +265,10 @@ def verdicts(out: FleetOutcome) -> Iterator[dict[str, Any]]:
 
     cluster = Cluster(ClusterShape(1, out.config.gpus_per_node))
     for job in out.jobs:
-        yield _verdict(out, job, cluster).to_dict() | {"inputs": {"job": job.job, "path": f"fleet/{job.job}"}}
+        hosts = [out.host(h) for h in job.hosts]
+        yield _verdict(out, job, cluster).to_dict() | {
+            "inputs": {"job": job.job, "path": f"fleet/{job.job}", "hosts": hosts}
+        }
 
 
 def _verdict(out: FleetOutcome, job: SimJob, cluster: Any) -> Verdict:

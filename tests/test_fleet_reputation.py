@@ -93,3 +93,31 @@ def test_noise_is_learnt_from_healthy_runs_and_the_report_renders(tmp_path: Path
     page = render_html(rep, timeline)
     assert page.count("<svg") == 3 and "gpu&lt;1&gt;" in page and "gpu<1>" not in page
     assert "noise: healthy runs print it too" in page
+
+
+def test_a_busy_host_is_not_a_lemon_for_being_busy() -> None:
+    """Exposure: 'busy' ran 40 times the jobs of the others and was blamed about 40 times as often.
+    Assumed uniform, that is a lemon; counted per job it ran, it fails at the fleet's rate. 'bad'
+    ran as few jobs as the rest and was blamed in most: a lemon either way."""
+    from firstfault.fleet.reputation import lemon_test_exposed
+
+    exposure = {f"n{i}": 10 for i in range(200)} | {"busy": 400, "bad": 10}
+    jobs = {f"n{i}": 1 for i in range(0, 200, 2)} | {"busy": 22, "bad": 8}
+    uniform, _ = lemon_test(jobs, 202, Policy())
+    exposed, lam = lemon_test_exposed(jobs, exposure, 202, Policy())
+    assert uniform == {"busy", "bad"}
+    assert exposed == {"bad"}
+    assert lam == pytest.approx((100 + 22) / (2000 + 400))
+
+
+def test_the_store_counts_the_jobs_each_host_ran(tmp_path: Path) -> None:
+    """Verdicts that list the hosts their job ran on give the store each host's exposure; one
+    verdict that does not makes it unknown (a partial count would make busy hosts look bad)."""
+    with Store(tmp_path / "s.duckdb") as store:
+        v1 = _v("j1", "h1", 100.0) | {"inputs": {"job": "j1", "hosts": ["h1", "h2"]}}
+        v2 = _v("j2", "", 200.0, category="none") | {"inputs": {"job": "j2", "hosts": ["h2", "h3"]}}
+        store.add([incident_from_verdict(v, job="?", source="t", added_at=0.0) for v in (v1, v2)])
+        assert store.exposure() == {"h1": 1, "h2": 2, "h3": 1}
+        assert [h.place for h in store.machine_hits() if h.kind == "host"] == ["h1"]
+        store.add([incident_from_verdict(_v("j3", "h4", 300.0), job="j3", source="t", added_at=0.0)])
+        assert store.exposure() is None

@@ -62,6 +62,7 @@ class Incident:
     summary: str
     signatures: tuple[str, ...]
     verdict_json: str
+    ran_on: tuple[str, ...] = ()  # every host the job ran on (its exposure), where the verdict says
 
     @property
     def healthy(self) -> bool:
@@ -108,7 +109,17 @@ def incident_from_verdict(
         summary=str(v.get("summary", "")),
         signatures=_signatures(data),
         verdict_json=text,
+        ran_on=_ran_on(data, hosts),
     )
+
+
+def _ran_on(data: dict[str, Any], culprit_hosts: tuple[str, ...]) -> tuple[str, ...]:
+    """The hosts the job ran on: the verdict's ``inputs.hosts`` (what the bundle placed ranks and
+    events on) and its culprit hosts; none when the verdict does not say (an older verdict)."""
+    listed = (data.get("inputs") or {}).get("hosts")
+    if not isinstance(listed, list) or not listed:
+        return ()
+    return tuple(sorted({str(h) for h in listed} | set(culprit_hosts)))
 
 
 def _gpu_name(gpu: str, hosts: tuple[str, ...], root: dict[str, Any]) -> str:

@@ -7,9 +7,10 @@ every place of the kind fails at the fleet's rate ``lambda = culprit jobs / plac
 is Poisson(lambda). A place is a lemon when its count is at least ``min_jobs`` and
 ``P(X >= count) x places <= alpha`` (Bonferroni over every place tested; ``alpha`` 0.01: about one
 false lemon in a hundred fleets of healthy nodes). Lemons inflate ``lambda``; it is re-estimated
-without the places flagged so far until the set stops changing. The exposure is assumed uniform
-(every node ran about as many jobs): a node that ran far more jobs than others is a deliberate
-exception an operator knows about.
+without the places flagged so far until the set stops changing. Exposure: when every stored
+verdict lists the hosts its job ran on (``inputs.hosts``), a host's expected count is the fleet's
+rate per job run times the jobs it ran (``lemon_test_exposed``), so a busy host is not a lemon for
+being busy; otherwise exposure is assumed uniform (every node ran about as many jobs).
 
 Noise (L4's cross-job filtering: log events that healthy jobs print too do not indicate a
 failure, Jiang et al., "L4: Diagnosing Large-scale LLM Training Failures via Automated Log
@@ -113,9 +114,10 @@ def fleet(store: Store, policy: Policy | None = None, until: float | None = None
     places: list[PlaceStats] = []
     population: dict[str, int] = {}
     rate: dict[str, float] = {}
+    exposure = store.exposure()
     for kind, rows in sorted(by_kind.items()):
         n = {"host": hosts, "gpu": hosts * policy.gpus_per_host}.get(kind, len({h.place for h in rows}))
-        stats, lam = _kind_stats(kind, rows, max(n, 1), policy, now)
+        stats, lam = _kind_stats(kind, rows, max(n, 1), policy, now, exposure if kind == "host" else None)
         places += stats
         population[kind], rate[kind] = max(n, 1), lam
     counts, failed, healthy = store.signature_counts()
@@ -131,18 +133,28 @@ def fleet(store: Store, policy: Policy | None = None, until: float | None = None
 
 
 def _kind_stats(
-    kind: str, rows: list[PlaceHit], population: int, policy: Policy, now: float | None
+    kind: str,
+    rows: list[PlaceHit],
+    population: int,
+    policy: Policy,
+    now: float | None,
+    exposure: dict[str, int] | None = None,
 ) -> tuple[list[PlaceStats], float]:
     grouped: dict[str, list[PlaceHit]] = defaultdict(list)
     for h in rows:
         grouped[h.place].append(h)
     jobs = {p: len({h.job for h in hs}) for p, hs in grouped.items()}
-    lemons, lam = lemon_test(jobs, population, policy)
+    if exposure:
+        population = max(population, len(exposure))
+        lemons, lam = lemon_test_exposed(jobs, exposure, population, policy)
+    else:
+        lemons, lam = lemon_test(jobs, population, policy)
     out = []
     for place, hs in grouped.items():
         times = [h.failed_at for h in hs if h.failed_at is not None]
         recent = sum(1 for t in times if now is not None and t >= now - policy.recent_days * DAY)
-        p = bonferroni(poisson_sf(jobs[place], lam), population)
+        mean = lam * _exposed(place, jobs, exposure) if exposure else lam
+        p = bonferroni(poisson_sf(jobs[place], mean), population)
         out.append(
             PlaceStats(
                 kind=kind,
@@ -177,6 +189,35 @@ def lemon_test(jobs: dict[str, int], population: int, policy: Policy) -> tuple[s
             break
         flagged = now
     return flagged, lam
+
+
+def lemon_test_exposed(
+    jobs: dict[str, int], exposure: dict[str, int], population: int, policy: Policy
+) -> tuple[set[str], float]:
+    """The lemon test with each host's exposure: under the null a host blamed for jobs at the fleet's
+    rate per job it ran, ``lambda = culprit jobs / jobs run``, is Poisson(lambda x its jobs run). A
+    host that ran ten times the jobs may be blamed ten times as often without being a lemon."""
+    flagged: set[str] = set()
+    lam = 0.0
+    for _ in range(10):
+        blamed = sum(n for p, n in jobs.items() if p not in flagged)
+        ran = sum(_exposed(p, jobs, exposure) for p in exposure.keys() | jobs.keys() if p not in flagged)
+        lam = blamed / max(1, ran)
+        now = {
+            p
+            for p, n in jobs.items()
+            if n >= policy.min_jobs
+            and bonferroni(poisson_sf(n, lam * _exposed(p, jobs, exposure)), population) <= policy.alpha
+        }
+        if now == flagged:
+            break
+        flagged = now
+    return flagged, lam
+
+
+def _exposed(place: str, jobs: dict[str, int], exposure: dict[str, int] | None) -> int:
+    """Jobs a host ran: at least the jobs it was blamed for (a verdict may name a host it did not list)."""
+    return max((exposure or {}).get(place, 0), jobs.get(place, 0), 1)
 
 
 def _trend(times: list[float], recent: int, now: float | None, recent_days: float) -> Trend:

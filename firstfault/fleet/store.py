@@ -7,7 +7,8 @@ DuckDB-only types (times are epoch seconds in DOUBLE, lists are rows of ``places
 ``signatures``).
 
 Tables: ``incidents`` (one row per verdict, keyed by content hash, with the verdict's JSON),
-``places`` (the culprit hosts, GPUs and links of each incident), ``signatures`` (every signature a
+``places`` (the culprit hosts, GPUs and links of each incident, and as kind ``ran_on`` every host
+the job ran on), ``signatures`` (every signature a
 verdict shows, for learning what healthy runs also print), ``meta`` (the schema version).
 """
 
@@ -26,6 +27,8 @@ from firstfault.fleet.incident import CODE_CATEGORIES, Incident
 from firstfault.vocab import Action, Category, InputError
 
 SCHEMA_VERSION = "1"
+#: the ``places`` kind of a host a job ran on (not blamed): the lemon test's exposure
+RAN_ON = "ran_on"
 
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS incidents (
@@ -169,7 +172,7 @@ class Store:
         self._x("BEGIN TRANSACTION")
         try:
             self._insert("incidents", [_row(i) for i in rows])
-            self._insert("places", [(i.key, k, p, n) for i in rows for n, (k, p) in enumerate(i.places())])
+            self._insert("places", [(i.key, k, p, n) for i in rows for n, (k, p) in enumerate(_place_rows(i))])
             self._insert("signatures", [(i.key, s) for i in rows for s in i.signatures])
             self._x("COMMIT")
         except Exception:
@@ -258,7 +261,7 @@ class Store:
         """Every culprit place of every incident that blames the machine (optionally up to a time)."""
         sql = (
             "SELECT p.kind, p.place, i.job, i.key, i.failed_at, i.category FROM places p JOIN incidents i "
-            f"ON p.key = i.key WHERE i.category NOT IN ({_MACHINE})"
+            f"ON p.key = i.key WHERE i.category NOT IN ({_MACHINE}) AND p.kind <> '{RAN_ON}'"
         )
         params: list[Any] = []
         if until is not None:
@@ -295,9 +298,24 @@ class Store:
         return [SignatureCount(s, int(f), int(h)) for s, f, h in rows], self.count(False), self.count(True)
 
     def known_hosts(self) -> int:
-        """Distinct hosts the store names (a lower bound on the fleet's size)."""
-        row = self._one("SELECT count(DISTINCT place) FROM places WHERE kind = 'host'")
+        """Distinct hosts the store names, as culprits or as hosts a job ran on (a lower bound on the
+        fleet's size)."""
+        row = self._one(f"SELECT count(DISTINCT place) FROM places WHERE kind IN ('host', '{RAN_ON}')")
         return int(row[0]) if row else 0
+
+    def exposure(self) -> dict[str, int] | None:
+        """Per host, how many distinct jobs (failed or healthy) ran on it; None unless every stored
+        verdict said where its job ran (a partial count would make busy hosts look like lemons)."""
+        row = self._one(
+            f"SELECT count(*) FROM incidents WHERE key NOT IN (SELECT key FROM places WHERE kind = '{RAN_ON}')"
+        )
+        if row is None or int(row[0]) > 0 or self.count() == 0:
+            return None
+        rows = self._x(
+            f"SELECT p.place, count(DISTINCT i.job) FROM places p JOIN incidents i ON p.key = i.key "
+            f"WHERE p.kind = '{RAN_ON}' GROUP BY p.place"
+        )
+        return {str(h): int(n) for h, n in rows}
 
     def timeline(self) -> list[tuple[float, Category]]:
         """(failure time, category) of every failed incident with a time, oldest first."""
@@ -355,4 +373,10 @@ def _incident(r: tuple[Any, ...], places: list[tuple[str, str]], sigs: list[str]
         summary=summary,
         signatures=tuple(sigs),
         verdict_json=verdict,
+        ran_on=tuple(p for k, p in places if k == RAN_ON),
     )
+
+
+def _place_rows(i: Incident) -> list[tuple[str, str]]:
+    """The culprit places, then every host the job ran on (kind ``ran_on``: its exposure)."""
+    return [*i.places(), *((RAN_ON, h) for h in i.ran_on)]

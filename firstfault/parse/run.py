@@ -66,6 +66,14 @@ class ParseResult:
         hi = min(max(ranks), settings.current().limits.max_world)  # a rank of 1e9 is a claim, not 1e9 ranks
         return sorted(set(range(hi + 1)) - logged)
 
+    def hosts(self) -> list[str]:
+        """Every host the bundle shows the job on: the topology's, the hosts of its per-rank log
+        folders and of its events (the fleet's exposure: which nodes ran this job)."""
+        found = set(self.ctx.topology.rank_host.values())
+        found.update(p.host for prog in self.ctx.progress_by_attempt.values() for p in prog.values() if p.host)
+        found.update(e.host for e in self.events if e.host)
+        return sorted(found)
+
     def looks_like_a_job(self) -> bool:
         """Any line a signature knows (noise included), training under way, an error line, a
         flight-recorder dump or a launcher's per-rank file: evidence that this is what a job left.
