@@ -295,7 +295,10 @@ def test_cli_refuses_a_file_and_a_jsonl_inside_the_watched_folder(tmp_path: Path
         [str(log)],
         [str(tmp_path), "--jsonl", str(tmp_path / "v.jsonl")],
         [str(tmp_path), "--webhook", "file:///etc/passwd"],
+        [str(tmp_path / "never"), "--timeout", "1"],  # a folder that never appears
+        [str(tmp_path / "empty"), "--timeout", "1"],  # one that holds no job's log
     ):
+        (tmp_path / "empty").mkdir(exist_ok=True)
         res = subprocess.run(
             [sys.executable, "-m", "firstfault.cli", "watch", *args],
             capture_output=True,

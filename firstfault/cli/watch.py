@@ -101,5 +101,7 @@ def watch(
         min_confidence=min_confidence,
     )
     last = run_watch(path, registry, sinks, opts)
-    if last is None:
-        console.print(Text("no verdict: nothing in the directory was a job's log", style="dim"))
+    if last is None and not path.is_dir():
+        raise fail(f"{path}: never appeared while watched; no verdict")
+    if last is None:  # as `analyze` on a folder without a job's log: said so, exit 2
+        raise fail(f"{path}: no verdict: nothing in the directory was a job's log")
