@@ -249,6 +249,9 @@ def test_no_step_and_no_start_reads_as_start_up() -> None:
     v = attribute(correlate(_job(), range(4)), ReasoningInput())
     assert v.category == Category.CONFIGURATION
     assert any("no line shows training under way" in r for r in v.reasons)
+    # a reading from what the log does not show costs confidence against one from a step seen
+    seen = attribute(correlate(_job(), range(4)), ReasoningInput(training=TrainingSeen(True, T0 - 100)))
+    assert v.confidence < seen.confidence
 
 
 def _raised(exc: str, path: str) -> list:

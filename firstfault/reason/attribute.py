@@ -37,6 +37,7 @@ from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.lost_hosts import date_lost_hosts
 from firstfault.reason.network import localize_network
 from firstfault.reason.refine import (
+    ASSUMED_STARTUP_PENALTY,
     apply_before_training,
     apply_fr_mismatch,
     apply_group_mismatch,
@@ -76,13 +77,16 @@ def attribute(
     if win.kind == CandidateKind.COMMON:
         hyp.culprit.ranks, hyp.culprit.hosts, hyp.culprit.gpus = [], [], []
     apply_raise_site(hyp)
-    apply_before_training(hyp, win, inp)
+    assumed_startup = apply_before_training(hyp, win, inp)
     apply_lone_setup_rank(hyp, corr, inp)
     apply_fr_mismatch(hyp, win, inp)
     if not fr_culprits(inp.fr):
         apply_witness(hyp, corr, world)
         apply_group_mismatch(hyp, corr)
     conf, why = confidence(win, rest, inp)
+    if assumed_startup:
+        conf = round(max(0.05, conf - ASSUMED_STARTUP_PENALTY), 3)
+        why.append(f"-{ASSUMED_STARTUP_PENALTY:.2f}: the set-up reading rests on no line showing training")
     hyp.score = conf
     seconds = _second_roots(win, rest, hyp.category)
     alternatives = _alternatives(rest, seconds, corr, inp, conf)

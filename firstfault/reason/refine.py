@@ -38,8 +38,16 @@ def common_applies(win: Candidate, common: CommonFailure) -> bool:
     )
 
 
-def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -> None:
-    """A failure before any rank made a step is the set-up's: ``configuration`` (see reason.configuration)."""
+# What a category read from the absence of training lines costs in confidence: the reading rests on
+# what the log does not show (a paste may simply start after the steps), not on a recorded start.
+ASSUMED_STARTUP_PENALTY = 0.15
+
+
+def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -> bool:
+    """A failure before any rank made a step is the set-up's: ``configuration`` (see reason.configuration).
+
+    True when the category changed on the strength of no training line at all (neither a step
+    nor a recorded start): the caller lowers the confidence by ``ASSUMED_STARTUP_PENALTY``."""
     root = hyp.root_event
     ts = root.ts if root is not None else win.ts
     exact = root is None or root.ts_quality in (TsQuality.EXACT, TsQuality.COARSE)
@@ -47,19 +55,21 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
         ts += 1.0  # known to the second: it may be anywhere in that second
     end = ev.window.end if ev.window else None
     if not before_training(ts, ev.training, ev.launch_start, exact, end):
-        return
+        return False
     cat = pretraining_category(hyp.category, root)
-    if ev.training.seen or ev.launch_start is not None:
-        hyp.reasons.append("it happened before training started: no rank had made a step yet")
-    else:
+    assumed = not ev.training.seen and ev.launch_start is None
+    if assumed:
         hyp.reasons.append("no line shows training under way (no step, loss or rate): a failure of the start-up")
+    else:
+        hyp.reasons.append("it happened before training started: no rank had made a step yet")
     if cat is None or cat == hyp.category:
-        return
+        return False
     old = hyp.category
     hyp.category = cat
     hyp.action = DEFAULT_ACTION[cat]
     hyp.summary = hyp.summary.replace(old.value.replace("_", " "), cat.value.replace("_", " "), 1)
     hyp.reasons.append(f"a failure of the set-up ({old.value} before the first step): fix the configuration")
+    return assumed
 
 
 # Exceptions Python raises for a mistake in the code itself, not for bad input (the Python
