@@ -38,6 +38,15 @@ def _rank_dirs(bundle: Bundle) -> int | None:
     return len(dirs) or None
 
 
+def _quiet_worker() -> None:
+    """The FR worker ends silently when the pool ends it (SIGTERM's default, not the CLI's handler
+    that raises KeyboardInterrupt and would print its traceback); Ctrl-C is the parent's."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class FlightRecorderBeside:
     """The FR stage in a forked process while the logs parse (files to verdict on every core)."""
 
@@ -50,7 +59,7 @@ class FlightRecorderBeside:
         self.job: Any = None
         forkable = "fork" in mp.get_all_start_methods() and not mp.current_process().daemon
         if len(self.paths) >= FR_BESIDE_MIN_DUMPS and forkable:
-            self.pool = mp.get_context("fork").Pool(1)
+            self.pool = mp.get_context("fork").Pool(1, initializer=_quiet_worker)
             self.job = self.pool.apply_async(flight_recorder_stage, (self.paths, _rank_dirs(bundle)))
 
     def result(self, ranks: Sequence[int], warnings: list[str]) -> FRAnalysis | None:
