@@ -58,3 +58,28 @@ def test_walk_refuses_a_cycle() -> None:
     with pytest.raises(ValueError):
         _json_walk(c)
     _json_walk({"ranks": "[" + ", ".join(str(r) for r in range(16384)) + "]", "x": ["\ud800", 1.5]})
+
+
+def test_fr_stage_beside_gives_the_inline_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The FR stage in its one-task worker (which exits once the analysis is sent) answers what
+    the inline stage answers."""
+    from pathlib import Path
+
+    from firstfault.discover import discover
+    from firstfault.flightrec import stage
+
+    bundle = discover(Path(__file__).resolve().parent.parent / "examples" / "bundles" / "hang_4rank")
+    try:
+        inline_warns: list[str] = []
+        inline = stage.FlightRecorderBeside(bundle).result([0, 1, 2, 3], inline_warns)
+        monkeypatch.setattr(stage, "FR_BESIDE_MIN_DUMPS", 1)
+        beside = stage.FlightRecorderBeside(bundle)
+        assert beside.pool is not None
+        beside_warns: list[str] = []
+        got = beside.result([0, 1, 2, 3], beside_warns)
+        assert beside.pool is None
+    finally:
+        bundle.close()
+    assert inline is not None and got is not None
+    assert got.to_dict() == inline.to_dict()
+    assert beside_warns == inline_warns
