@@ -297,7 +297,7 @@ def _as_int(value: Any) -> int | None:
 # for each (16,384 dumps x their entries would otherwise hold 16,384 equal copies). Read-only
 # downstream; bounded like the other caches.
 _SHARED: dict[Any, Any] = {}
-_SHARED_MAX = 200_000
+_SHARED_MAX = 100_000
 
 
 def _shared(key: Any, value: Any) -> Any:

@@ -531,7 +531,7 @@ def _worker(indexes: list[int]) -> tuple[list[Event], ParseContext, int, int, in
     return events, ctx, read, nbytes, flagged
 
 
-def quiet_worker() -> None:
+def _quiet_worker() -> None:
     """A forked worker ends silently when its pool ends it: SIGTERM's default, not the CLI's
     handler (which raises KeyboardInterrupt, and would print a worker's traceback), and Ctrl-C is
     the parent's to handle."""
@@ -612,7 +612,7 @@ def parse_bundle(bundle: Bundle, classifier: LineClassifier, jobs: int | None = 
             # a time (not half the bundle's) while it ships them back
             groups = _split(bundle.files, max(jobs, len(bundle.files) // TASK_FILES))
             events = []
-            with mp.get_context("fork").Pool(jobs, initializer=quiet_worker) as pool:
+            with mp.get_context("fork").Pool(jobs, initializer=_quiet_worker) as pool:
                 for evs, part, read, nbytes, flagged in pool.imap(_worker, groups):  # merged as they come
                     events.extend(evs)
                     _merge(ctx, part)
