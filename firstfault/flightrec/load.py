@@ -293,6 +293,40 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
+# Every rank of a job records the same shapes, dtypes, frames and group names: one shared object
+# for each (16,384 dumps x their entries would otherwise hold 16,384 equal copies). Read-only
+# downstream; bounded like the other caches.
+_SHARED: dict[Any, Any] = {}
+_SHARED_MAX = 100_000
+
+
+def _shared(key: Any, value: Any) -> Any:
+    got = _SHARED.get(key)
+    if got is not None:
+        return got
+    if len(_SHARED) < _SHARED_MAX:
+        _SHARED[key] = value
+    return value
+
+
+def _shared_str(value: str) -> str:
+    return _shared(value, value) if len(value) < 512 else value
+
+
+def _shared_sizes(value: Any) -> list[list[int]]:
+    sizes = _sizes(value)
+    if not sizes or len(sizes) > 64:
+        return sizes
+    return _shared(("sizes", *(tuple(d) for d in sizes)), sizes)  # type: ignore[no-any-return]
+
+
+def _shared_strs(value: Any) -> list[str]:
+    strs = _strs(value)
+    if not strs or len(strs) > 64:
+        return strs
+    return _shared(("strs", *strs), [_shared_str(x) for x in strs])  # type: ignore[no-any-return]
+
+
 def _sizes(value: Any) -> list[list[int]]:
     """Sizes as ``list[list[int]]``; the raw list is reused when it is well typed."""
     if type(value) is not list:
@@ -338,6 +372,7 @@ def _frames(value: Any, cache: dict[int, FRFrame]) -> tuple[FRFrame, ...]:
                 filename=str(f.get("filename", "?")),
                 line=line if type(line) is int else (_as_int(line) or 0),
             )
+            fr = _shared(fr, fr)  # the same frame on every rank: one object (frozen, hashable)
             cache[key] = fr
         out.append(fr)
     return tuple(out)
@@ -361,6 +396,7 @@ def _entry(raw: dict[str, Any], is_json: bool, frame_cache: dict[int, FRFrame]) 
     pname = get("profiling_name")
     if type(pname) is not str:
         return None
+    pname = _shared_str(pname)
     parsed = _NAME_CACHE.get(pname)
     if parsed is None:
         parsed = parse_profiling_name(pname)
@@ -371,8 +407,8 @@ def _entry(raw: dict[str, Any], is_json: bool, frame_cache: dict[int, FRFrame]) 
     v = get("pg_id")
     pg_id = v if type(v) is int else _as_int(v)
     if isinstance(pg, (tuple, list)) and len(pg) >= 1:
-        pg_name = pg[0] if type(pg[0]) is str else str(pg[0])
-        pg_desc = (pg[1] if type(pg[1]) is str else str(pg[1])) if len(pg) > 1 else "undefined"
+        pg_name = _shared_str(pg[0] if type(pg[0]) is str else str(pg[0]))
+        pg_desc = _shared_str(pg[1] if type(pg[1]) is str else str(pg[1])) if len(pg) > 1 else "undefined"
     else:
         pg_name = str(pg_id if pg_id is not None else "?")
         pg_desc = "undefined"
@@ -414,11 +450,11 @@ def _entry(raw: dict[str, Any], is_json: bool, frame_cache: dict[int, FRFrame]) 
         op,
         is_p2p,
         peer,
-        _sizes(get("input_sizes")),
-        _strs(get("input_dtypes")),
-        _sizes(get("output_sizes")),
-        _strs(get("output_dtypes")),
-        state,
+        _shared_sizes(get("input_sizes")),
+        _shared_strs(get("input_dtypes")),
+        _shared_sizes(get("output_sizes")),
+        _shared_strs(get("output_dtypes")),
+        _shared_str(state),
         tc if type(tc := get("time_created_ns")) is int else _as_int(tc),
         started,
         completed,
@@ -426,7 +462,7 @@ def _entry(raw: dict[str, Any], is_json: bool, frame_cache: dict[int, FRFrame]) 
         tm if type(tm := get("timeout_ms")) is int else _as_int(tm),
         float(duration) if isinstance(duration, (int, float)) else None,
         _frames(frames, frame_cache) if frames else (),
-        thread_name if type(thread_name) is str else None,
+        _shared_str(thread_name) if type(thread_name) is str else None,
     )
 
 

@@ -38,6 +38,15 @@ def _rank_dirs(bundle: Bundle) -> int | None:
     return len(dirs) or None
 
 
+def _quiet_worker() -> None:
+    """The FR worker ends silently when the pool ends it (SIGTERM's default, not the CLI's handler
+    that raises KeyboardInterrupt and would print its traceback); Ctrl-C is the parent's."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class FlightRecorderBeside:
     """The FR stage in a forked process while the logs parse (files to verdict on every core)."""
 
@@ -50,8 +59,11 @@ class FlightRecorderBeside:
         self.job: Any = None
         forkable = "fork" in mp.get_all_start_methods() and not mp.current_process().daemon
         if len(self.paths) >= FR_BESIDE_MIN_DUMPS and forkable:
-            self.pool = mp.get_context("fork").Pool(1)
+            # one task, then the worker exits: its heap (every dump it decoded) is given back as soon
+            # as the small analysis is sent, not held while the logs finish parsing
+            self.pool = mp.get_context("fork").Pool(1, initializer=_quiet_worker, maxtasksperchild=1)
             self.job = self.pool.apply_async(flight_recorder_stage, (self.paths, _rank_dirs(bundle)))
+            self.pool.close()
 
     def result(self, ranks: Sequence[int], warnings: list[str]) -> FRAnalysis | None:
         """The analysis (inline, with the ranks the logs know, when it did not run beside)."""

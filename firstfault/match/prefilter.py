@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import cast
 
 import ahocorasick
 
@@ -56,7 +57,10 @@ class HyperscanFinder:
         def on_match(idx: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
             out.append((to + start, lits[idx]))
 
-        self._db.scan(data[start:] if start else data, match_event_handler=on_match, scratch=self._scratch)
+        # a view, not a slice: the block is scanned where it lies, never copied (hyperscan reads any
+        # buffer; its stubs say bytes)
+        view = cast(bytes, memoryview(data)[start:]) if start else data
+        self._db.scan(view, match_event_handler=on_match, scratch=self._scratch)
         out.sort()
         return out
 

@@ -60,18 +60,26 @@ def match_progress(text: str) -> tuple[int, float | None, int | None] | None:
     ``step_ms`` is the rank's own compute time when the line gives it, else the step time
     (:func:`own_ms` tells which).
     """
+    got = match_progress_own(text)
+    return None if got is None else got[:3]
+
+
+def match_progress_own(text: str) -> tuple[int, float | None, int | None, float | None] | None:
+    """:func:`match_progress` and :func:`own_ms` of one line, its own-work figure searched once
+    (a log tail is thousands of progress lines)."""
     for pat in _PATTERNS:
         m = pat.search(text)
         if m:
             ms = m.groupdict().get("ms")
-            own = _OWN_MS.search(text)
-            if own:
-                ms = own["ms"]
+            own_m = _OWN_MS.search(text)
+            own = float(own_m["ms"]) if own_m else None
+            if own_m:
+                ms = own_m["ms"]
             r = _RANK.search(text)
             rank = None
             if r:
                 rank = int(r["rank"] or r["rank2"])
-            return int(m["step"]), float(ms) if ms else None, rank
+            return int(m["step"]), float(ms) if ms else None, rank, own
     return None
 
 

@@ -321,24 +321,42 @@ WIDE_HEAD = 64 * 1024
 WIDE_HEAD_FILES = 64
 
 
-def _training_marks(lines: list[str], ctx: ParseContext) -> None:
-    """Note that training was under way, and the earliest time a line of these shows it."""
-    last_ts: float | None = None
-    for raw in lines:
+def _training_marks(lines: list[str], ctx: ParseContext, blob: str | None = None) -> None:
+    """Note that training was under way, and the earliest time a line of these shows it.
+
+    ``blob`` is the lines' text in one string, when the caller has it: most tails (a stderr
+    log, a tail of stack dumps) hold no training word at all and are passed over in one C scan.
+    The time is that of the marker line or, failing that, of the nearest timed line above it:
+    looked up from the marker backwards, so a tail's other lines are never parsed for a time.
+    """
+    if blob is None:
+        blob = "\n".join(lines)
+    if not any(lit in blob for lit in progress_mod.TRAINING_LITERALS):
+        return
+    for i, raw in enumerate(lines):
         if not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
-            if _CLOCKISH in raw:
-                ts = parse_timestamp(strip_prefixes(raw)[0], ctx.year_hint)
-                last_ts = ts if ts is not None else last_ts
             continue
         text = strip_prefixes(raw)[0]
-        ts = parse_timestamp(text, ctx.year_hint)
-        last_ts = ts if ts is not None else last_ts
         if progress_mod.TRAINING_MARKER.search(text) is None or progress_mod.SETUP_BAR.search(text):
             continue
         ctx.training_seen = True
-        if last_ts is not None and (ctx.training_ts is None or last_ts < ctx.training_ts):
-            ctx.training_ts = last_ts
+        ts = _time_at_or_above(lines, i, ctx)
+        if ts is not None and (ctx.training_ts is None or ts < ctx.training_ts):
+            ctx.training_ts = ts
         return  # the earliest marker of these lines is the one that counts
+
+
+def _time_at_or_above(lines: list[str], i: int, ctx: ParseContext) -> float | None:
+    """The time of line ``i``, else of the nearest line above it that has one (a line with a
+    training word, or one with a clock's colon: the lines that can carry a time)."""
+    for j in range(i, -1, -1):
+        raw = lines[j]
+        if j != i and _CLOCKISH not in raw and not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
+            continue
+        ts = parse_timestamp(strip_prefixes(raw)[0], ctx.year_hint)
+        if ts is not None:
+            return ts
+    return None
 
 
 _CLOCKISH = ":"
@@ -351,8 +369,10 @@ _WORLD = re.compile(
 )
 
 
-def _world_size(lines: list[str], ctx: ParseContext) -> None:
+def _world_size(lines: list[str], ctx: ParseContext, blob: str | None = None) -> None:
     """The largest world size a line of these states (the world group, not a sub-group's size)."""
+    if blob is not None and "ize" not in blob and "anks" not in blob and "MEMBER" not in blob:
+        return
     for raw in lines:
         if "ize" not in raw and "anks" not in raw and "MEMBER" not in raw:
             continue
@@ -374,7 +394,8 @@ def _head_and_tail(sf: SourceFile, ctx: ParseContext, total_lines: int, own_prog
     """
     wide = len(ctx.job_files) <= WIDE_HEAD_FILES  # the first files of a bundle: look further for training
     with open(sf.path, "rb") as fh:
-        head = fh.read(WIDE_HEAD if wide else SPAN_HEAD).decode("utf-8", "replace").splitlines()
+        head_text = fh.read(WIDE_HEAD if wide else SPAN_HEAD).decode("utf-8", "replace")
+        head = head_text.splitlines()
         offset = max(0, sf.size - PROGRESS_TAIL)
         fh.seek(offset)
         data = fh.read(PROGRESS_TAIL).decode("utf-8", "replace")
@@ -385,11 +406,18 @@ def _head_and_tail(sf: SourceFile, ctx: ParseContext, total_lines: int, own_prog
         lines = lines[1:]  # a partial first line
     if lines and lines[-1] == "":
         lines.pop()
-    absorb_lines(sf, ctx, head, lines, total_lines - len(lines) + 1, own_progress)
+    absorb_lines(sf, ctx, head, lines, total_lines - len(lines) + 1, own_progress, head_text, data)
 
 
 def absorb_lines(
-    sf: SourceFile, ctx: ParseContext, head: list[str], lines: list[str], first_no: int, own_progress: bool
+    sf: SourceFile,
+    ctx: ParseContext,
+    head: list[str],
+    lines: list[str],
+    first_no: int,
+    own_progress: bool,
+    head_text: str | None = None,
+    tail_text: str | None = None,
 ) -> None:
     """The facts a job-output file's lines hold beside its events: its first and last times (the
     attempt's start, the job's window), training under way, the world size, and progress.
@@ -404,16 +432,16 @@ def absorb_lines(
         if start is None or first < start:
             ctx.attempt_start[sf.attempt] = first
     last = _first_time(lines[::-1], ctx)
-    _training_marks(head, ctx)
-    _training_marks(lines, ctx)
-    _world_size(head, ctx)
+    _training_marks(head, ctx, head_text)
+    _training_marks(lines, ctx, tail_text)
+    _world_size(head, ctx, head_text)
     if first is not None or last is not None:
         lo, hi = first if first is not None else last, last if last is not None else first
         assert lo is not None and hi is not None
         lo, hi = min(lo, hi), max(lo, hi)
         old = ctx.spans.get(sf.rel)
         ctx.spans[sf.rel] = (min(lo, old[0]), max(hi, old[1])) if old else (lo, hi)
-    if not own_progress:
+    if not own_progress or (tail_text is not None and not any(lit in tail_text for lit in progress_mod.LITERALS)):
         return
     seen: dict[int, _Seen] = {}
     for i, raw in enumerate(lines):
@@ -443,10 +471,10 @@ class _Seen:
 def _progress(
     text: str, rank: int | None, ctx: ParseContext, sf: SourceFile, line: int, seen: dict[int, _Seen]
 ) -> None:
-    got = progress_mod.match_progress(text)
+    got = progress_mod.match_progress_own(text)
     if got is None:
         return
-    step, ms, named = got
+    step, ms, named, own = got
     if named is not None and sf.kind == FileKind.ELASTIC_RANK_LOG and named != sf.local_rank:
         # "INFO [rank24] step 9 ..." in attempt_0/0/stdout.log: this directory is global rank 24
         ctx.dir_rank.setdefault(sf.rel.rsplit("/", 1)[0], named)
@@ -463,7 +491,6 @@ def _progress(
     s.steps += 1
     if ms is not None:
         s.ms.append(ms)
-        own = progress_mod.own_ms(text)
         if own is not None:
             s.own.append(own)
 
@@ -563,6 +590,16 @@ def _worker(indexes: list[int]) -> tuple[list[Event], ParseContext, int, int, in
     return events, ctx, read, nbytes, flagged
 
 
+def _quiet_worker() -> None:
+    """A forked worker ends silently when its pool ends it: SIGTERM's default, not the CLI's
+    handler (which raises KeyboardInterrupt, and would print a worker's traceback), and Ctrl-C is
+    the parent's to handle."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _merge(into: ParseContext, part: ParseContext) -> None:
     for att, prog in part.progress_by_attempt.items():
         into.progress_by_attempt.setdefault(att, {}).update(prog)
@@ -634,7 +671,7 @@ def parse_bundle(bundle: Bundle, classifier: LineClassifier, jobs: int | None = 
             # a time (not half the bundle's) while it ships them back
             groups = _split(bundle.files, max(jobs, len(bundle.files) // TASK_FILES))
             events = []
-            with mp.get_context("fork").Pool(jobs) as pool:
+            with mp.get_context("fork").Pool(jobs, initializer=_quiet_worker) as pool:
                 for evs, part, read, nbytes, flagged in pool.imap(_worker, groups):  # merged as they come
                     events.extend(evs)
                     _merge(ctx, part)

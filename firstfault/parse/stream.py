@@ -102,9 +102,11 @@ def scan(  # noqa: C901  (the hot loop, see below)
     skipping = False
     warned_long = False
 
-    def flagged(chunk: bytes) -> Iterator[Hit]:
+    def flagged(carried: bytes, chunk: bytes | memoryview) -> Iterator[Hit]:
+        # One buffer per block: the tail of the block before, the cut line carried over, the block
+        # up to its last newline (one copy, not one per part). Hits keep it as their ``buf``.
         nonlocal line_no, tail
-        s = tail + chunk if tail else chunk
+        s = chunk if isinstance(chunk, bytes) and not tail and not carried else b"".join((tail, carried, chunk))
         base = len(tail)
         counted_to = base
         cur_start = -1
@@ -136,34 +138,37 @@ def scan(  # noqa: C901  (the hot loop, see below)
             warn(f"line {line_no} is longer than {max_line} bytes; it was cut")
             warned_long = True
         skipping = True
-        yield from flagged(chunk[:max_line] + b"\n")
+        yield from flagged(b"", chunk[:max_line] + b"\n")
 
     while True:
         data = fh.read(block)
         if not data:
             break
+        start = 0
         if skipping:
             nl = data.find(b"\n")
             if nl < 0:
                 continue
-            data = data[nl + 1 :]
+            start = nl + 1
             skipping = False
-        buf = pending + data if pending else data
-        cut = buf.rfind(b"\n")
-        if cut < 0:
+        cut = data.rfind(b"\n", start)
+        if cut < 0:  # no line ends in this block: it all continues the pending line
+            rest = data[start:] if start else data
+            buf = pending + rest if pending else rest
             if len(buf) > max_line:
                 pending = b""
                 yield from cut_long(buf)
             else:
                 pending = buf
             continue
-        yield from flagged(buf[: cut + 1])
-        pending = buf[cut + 1 :]
+        whole = start == 0 and cut + 1 == len(data)
+        yield from flagged(pending, data if whole else memoryview(data)[start : cut + 1])
+        pending = data[cut + 1 :]
         if len(pending) > max_line:
             rest, pending = pending, b""
             yield from cut_long(rest)
     if pending and not skipping:
-        yield from flagged(pending)
+        yield from flagged(b"", pending)
         line_no += 1
     if stats is not None:
         stats["lines"] = line_no - first_line

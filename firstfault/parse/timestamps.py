@@ -44,6 +44,8 @@ def parse_timestamp(text: str, year_hint: int | None = None) -> float | None:
     and a date inside a message (a checkpoint name) must not be taken for the line's time.
     """
     head = text[:120]
+    if ":" not in head:  # both shapes hold a clock (hh:mm:ss): a frame or message line is passed at C speed
+        return None
     m = _ISO.search(head)
     if m:
         try:
