@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from statistics import median
 
+from firstfault.align import sort_key
 from firstfault.match.xid import lookup
 from firstfault.reason.causality import awaited_ranks, odd_collective
 from firstfault.reason.correlate import (
@@ -216,7 +217,7 @@ def scheduler_end_candidates(corr: Correlation) -> list[Candidate]:
     ends = [e for e in corr.errors if e.role == Role.TEARDOWN and e.layer == Layer.SCHEDULER and e.fields.get("reason")]
     if not ends or any(e.role == Role.ROOT for e in corr.errors):
         return []
-    end = min(ends, key=lambda x: (x.ts if x.ts is not None else float("inf"), x.source, x.line))
+    end = min(ends, key=sort_key)
     if any(earlier(u, end) for u in corr.unrecognised):
         return []
     after = sum(1 for u in corr.unrecognised if earlier(end, u))
@@ -240,7 +241,7 @@ def orphan_cascade_candidates(corr: Correlation) -> list[Candidate]:
     firsts = [e for e in corr.errors if e.role == Role.CASCADE and e.severity == Severity.ERROR]
     if not firsts:
         return []
-    e = min(firsts, key=lambda x: (x.ts if x.ts is not None else float("inf"), x.source, x.line))
+    e = min(firsts, key=sort_key)
     reason = (
         "the earliest error, and nothing in the bundle it could follow from: it is the failure as far as the logs show"
     )

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from firstfault.align import sort_key
 from firstfault.reason.correlate import Candidate
 from firstfault.vocab import CandidateKind, Category, Event, settings
 
@@ -62,17 +63,13 @@ def _miner() -> Any:
     return TemplateMiner(config=cfg)
 
 
-def _order(e: Event) -> tuple[float, str, int]:
-    return (e.ts if e.ts is not None else float("inf"), e.source, e.line)
-
-
 def mine_templates(events: Sequence[Event]) -> list[Template]:
     """Templates of ``events`` (unrecognised error lines), earliest first, ties to one-rank ones."""
     if not events:
         return []
     miner = _miner()
     by_id: dict[int, Template] = {}
-    for e in sorted(events, key=_order)[:MAX_LINES_MINED]:
+    for e in sorted(events, key=sort_key)[:MAX_LINES_MINED]:
         got = miner.add_log_message(e.text.strip()[:1000] or "?")
         cid = int(got["cluster_id"])
         t = by_id.get(cid)
@@ -84,7 +81,7 @@ def mine_templates(events: Sequence[Event]) -> list[Template]:
         if cluster is not None:
             t.text = cluster.get_template()
     templates = list(by_id.values())
-    templates.sort(key=lambda t: _order(t.first))
+    templates.sort(key=lambda t: sort_key(t.first))
     if not templates:
         return []
     # at a near-tie with the earliest, a template of one rank is the stronger candidate
@@ -96,7 +93,7 @@ def mine_templates(events: Sequence[Event]) -> list[Template]:
         or (t0 is not None and t.first.ts is not None and t.first.ts - t0 < settings.current().reasoning.near_tie_s)
     ]
     rest = [t for t in templates if t not in tie]
-    tie.sort(key=lambda t: (not t.single_place, _order(t.first)))
+    tie.sort(key=lambda t: (not t.single_place, sort_key(t.first)))
     return tie + rest
 
 
