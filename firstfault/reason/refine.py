@@ -64,12 +64,18 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
         hyp.reasons.append("it happened before training started: no rank had made a step yet")
     if cat is None or cat == hyp.category:
         return False
+    old = recategorize(hyp, cat)
+    hyp.reasons.append(f"a failure of the set-up ({old.value} before the first step): fix the configuration")
+    return assumed
+
+
+def recategorize(hyp: Hypothesis, cat: Category) -> Category:
+    """Give ``hyp`` another category: its default action, and the summary's category words; the old one."""
     old = hyp.category
     hyp.category = cat
     hyp.action = DEFAULT_ACTION[cat]
     hyp.summary = hyp.summary.replace(old.value.replace("_", " "), cat.value.replace("_", " "), 1)
-    hyp.reasons.append(f"a failure of the set-up ({old.value} before the first step): fix the configuration")
-    return assumed
+    return old
 
 
 # Exceptions Python raises for a mistake in the code itself, not for bad input (the Python
@@ -118,9 +124,7 @@ def apply_raise_site(hyp: Hypothesis) -> None:
     package = raise_site(root) if exc in PROGRAMMING_ERRORS else None
     if package is None:
         return
-    hyp.category = Category.SOFTWARE_BUG
-    hyp.action = DEFAULT_ACTION[Category.SOFTWARE_BUG]
-    hyp.summary = hyp.summary.replace("application error", "software bug", 1)
+    recategorize(hyp, Category.SOFTWARE_BUG)
     hyp.reasons.append(f"{exc} raised inside the installed package {package}: a library's own code failed")
 
 
