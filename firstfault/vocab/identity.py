@@ -29,7 +29,7 @@ def strip_prefixes(text: str, srun: bool = True) -> tuple[str, int | None, int |
     local_rank = rank = None
     if "%|" in text and (bar := TQDM_BAR.match(text)):
         text = text[bar.end() :]
-    if ">:" in text[:64] and (mpi := MPI_PREFIX.match(text)):
+    if text.find(">:", 0, 64) >= 0 and (mpi := MPI_PREFIX.match(text)):
         rank = int(mpi["rank"])
         text = text[mpi.end() :]
     m = ELASTIC_PREFIX.match(text)
