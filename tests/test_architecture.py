@@ -17,6 +17,7 @@ import networkx as nx
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = [
     ("firstfault.vocab", 0),
+    ("firstfault.heap", 0),  # hands freed memory back to the OS (parse workers, after the parse)
     ("firstfault.pathpolicy", 1),  # the allowed-roots policy the service and the MCP server share
     ("firstfault.discover", 1),
     ("firstfault.parse", 2),
@@ -129,6 +130,40 @@ def test_vocabulary_imports_nothing_of_the_project() -> None:
     g = graph()
     bad = [
         f"{a} -> {b}" for a, b in g.edges if a.startswith("firstfault.vocab") and not b.startswith("firstfault.vocab")
+    ]
+    assert bad == []
+
+
+def _writes_into_fields(path: Path) -> list[str]:
+    """``X.fields[k] = v`` and ``X.fields.update/setdefault/pop/clear(...)`` in one file."""
+    out: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+        )
+        for t in targets:
+            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Attribute) and t.value.attr == "fields":
+                out.append(f"{path.name}:{node.lineno}")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("update", "setdefault", "pop", "clear", "__setitem__")
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "fields"
+        ):
+            out.append(f"{path.name}:{node.lineno}")
+    return out
+
+
+def test_after_the_parse_an_events_fields_are_written_only_by_copy() -> None:
+    """The parse lets events with equal fields share one dict (memory at 16,384 ranks): a stage
+    after it that wrote into ``e.fields`` would change every event sharing it. Only the parse
+    (its hooks, before the sharing) writes in place; the rest call ``Event.set_field``."""
+    bad = [
+        w
+        for p in sorted((ROOT / "firstfault").rglob("*.py"))
+        if not module_name(p).startswith(("firstfault.parse", "firstfault.match"))
+        for w in _writes_into_fields(p)
     ]
     assert bad == []
 

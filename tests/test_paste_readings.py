@@ -24,7 +24,7 @@ def test_unrelated_lines_above_are_not_frames(tmp_path: Path) -> None:
     log = tmp_path / "log.txt"
     log.write_text("[rank0]: step 3 loss 2.1\n[rank0]: RuntimeError: boom in layer 3\n")
     v = analyze(log)
-    assert v.root_event is not None and v.root_event.context == []
+    assert v.root_event is not None and v.root_event.context == ()
 
 
 def test_ranks_that_never_registered_are_a_start_up_stall(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ def four_rank_verdict(*, hostile: str | None = None) -> Verdict:
         local_rank=1,
         pid=48112,
         attempt=0,
-        context=[*TRACEBACK, root_text],
+        context=(*TRACEBACK, root_text),
         fields={"exc_type": "RuntimeError"},
     )
     chain = [ChainLink(root, Role.ROOT, None, "first-exception-before-timeouts")]

@@ -12,6 +12,7 @@ learn facts (which rank runs on which host and GPU, a rank's progress) through t
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -79,8 +80,9 @@ class Progress:
     first_step: int | None = None  # the first step of the window read (the file's tail)
     first_ts: float | None = None
     steps_seen: int = 0
-    step_ms: list[float] = field(default_factory=list)
-    own_ms: list[float] = field(default_factory=list)  # own work per step (compute_ms), where lines give it
+    # C doubles, not lists of float objects: 16,384 ranks x their steps were 40 MB as lists
+    step_ms: array[float] = field(default_factory=lambda: array("d"))
+    own_ms: array[float] = field(default_factory=lambda: array("d"))  # own work per step (compute_ms), where given
     last_source: str | None = None
     last_line: int | None = None
     last_text: str | None = None

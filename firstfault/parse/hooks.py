@@ -59,7 +59,7 @@ def faulthandler_stack(ev: Event, hit: Hit, ctx: ParseContext) -> None:
             continue
         frames.append(sys.intern(f"{m['file']}:{m['line']} in {m['func']}"))  # 16k ranks, one stack
     if frames:
-        ev.context = frames
+        ev.context = tuple(frames)
         ev.fields["top_frame"] = frames[0]
 
 

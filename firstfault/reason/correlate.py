@@ -180,7 +180,7 @@ def _torn_down_aborts(v: RankView) -> None:
         return
     for e in v.roots:
         e.role = Role.TEARDOWN
-        e.fields["teardown"] = "aborted in shutdown after the launcher's SIGTERM"
+        e.set_field("teardown", "aborted in shutdown after the launcher's SIGTERM")
     v.roots = []
 
 
@@ -308,7 +308,7 @@ def place_rankless(events: Sequence[Event]) -> int | None:
             continue
         owned.add(key)
         e.rank = rank
-        e.fields["rank_from"] = "the only rank torchrun reports failing on its own"
+        e.set_field("rank_from", "the only rank torchrun reports failing on its own")
         placed += 1
     return rank if placed else None
 

@@ -44,7 +44,7 @@ def fr_events(fr: FRAnalysis | None, dumps: Mapping[int, str], start_id: int) ->
                     "op": str(c.op or ""),
                     "score": str(c.score or ""),
                 },
-                context=[str(f) for f in (c.frames or [])][:12],
+                context=tuple(str(f) for f in (c.frames or [])[:12]),
             )
         )
     return out

@@ -89,7 +89,7 @@ def demote_recovered(events: Sequence[Event]) -> list[Recovery]:
             if healed is not None:
                 f.role = Role.NOISE
                 f.severity = Severity.WARNING
-                f.fields["recovered_after_s"] = f"{(healed.ts or 0) - (f.ts or 0):.1f}"
+                f.set_field("recovered_after_s", f"{(healed.ts or 0) - (f.ts or 0):.1f}")
                 out.append(Recovery(f, healed))
                 break
     return out

@@ -77,7 +77,7 @@ def demote_outside(events: Sequence[Event], window: JobWindow, job_files: set[st
         if e.source in job_files or e.role == Role.NOISE or window.contains(e.ts):
             continue
         e.role = Role.NOISE
-        e.fields[CONTEXT] = "outside the job window"
+        e.set_field(CONTEXT, "outside the job window")
         out.append(e)
     return out
 
@@ -108,7 +108,7 @@ def demote_inconsequential(events: Sequence[Event], peer_host: dict[int, str | N
         if any(_follows(cause, e, peer_host.get(e.id)) for e in events):
             continue
         cause.role = Role.NOISE
-        cause.fields[CONTEXT] = "benign unless something follows on its host, and nothing did"
+        cause.set_field(CONTEXT, "benign unless something follows on its host, and nothing did")
         out.append(cause)
     return out
 
