@@ -50,7 +50,7 @@ def analyze_bundle(bundle: Bundle, registry: Registry) -> Verdict:
 
 def _analyze_bundle(bundle: Bundle, registry: Registry, fr_beside: FlightRecorderBeside) -> Verdict:
     t0 = time.perf_counter()
-    pr = parse_bundle(bundle, registry)  # parse + match; topology learnt, events placed
+    pr = parse_bundle(bundle, registry, while_busy=fr_beside.busy)  # parse + match; topology learnt, events placed
     return _after_parse(bundle, registry, fr_beside, pr, t0)
 
 

@@ -1,8 +1,8 @@
 """The flight-recorder stage: load a bundle's dumps and analyse them, beside the log parse.
 
 Dumps are independent of the logs until reasoning, so at scale (thousands of dumps) they load in a
-forked worker while the logs parse on the other cores, and only the (small) typed analysis comes
-back. Pure over its arguments.
+forked worker while the main process parses the biggest logs on the other core, and only the
+(small) typed analysis comes back. Pure over its arguments.
 """
 
 from __future__ import annotations
@@ -48,7 +48,11 @@ def _quiet_worker() -> None:
 
 
 class FlightRecorderBeside:
-    """The FR stage in a forked process while the logs parse (files to verdict on every core)."""
+    """The FR stage in a forked process while the main process parses the logs (every core busy).
+
+    The log parse forks its own workers only once this one is done (``busy``): the decoded dumps
+    and the parse workers' heaps are never held at the same time.
+    """
 
     def __init__(self, bundle: Bundle) -> None:
         import multiprocessing as mp
@@ -64,6 +68,10 @@ class FlightRecorderBeside:
             self.pool = mp.get_context("fork").Pool(1, initializer=_quiet_worker, maxtasksperchild=1)
             self.job = self.pool.apply_async(flight_recorder_stage, (self.paths, _rank_dirs(bundle)))
             self.pool.close()
+
+    def busy(self) -> bool:
+        """Is the worker still loading and analysing (a core the log parse should not take)?"""
+        return self.job is not None and not self.job.ready()
 
     def result(self, ranks: Sequence[int], warnings: list[str]) -> FRAnalysis | None:
         """The analysis (inline, with the ranks the logs know, when it did not run beside)."""

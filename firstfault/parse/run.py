@@ -11,14 +11,16 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import pickle
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 from typing import IO, Any
 
 from firstfault.discover import Bundle, SourceFile
+from firstfault.heap import trim
 from firstfault.parse import hooks, ibstat, kernel, nccl, slurm  # noqa: F401  (kernel, nccl, slurm register parsers)
 from firstfault.parse import progress as progress_mod
 from firstfault.parse.base import ParseContext, Progress, SourceParser, parser_for, remap_ranks
@@ -120,7 +122,7 @@ class ParseResult:
         return out
 
 
-def _frames(hit: Hit) -> list[str]:
+def _frames(hit: Hit) -> tuple[str, ...]:
     """The traceback lines above an exception line, up to its 'Traceback' header.
 
     A paste often starts inside the traceback, without its header: then the frames directly
@@ -138,7 +140,7 @@ def _frames(hit: Hit) -> list[str]:
     if not (out and out[0].lstrip().startswith("Traceback")):
         out = _headless_frames(out)
     # the same traceback repeats on thousands of ranks: one copy of each frame line
-    return [sys.intern(x) for x in out]
+    return tuple(sys.intern(x) for x in out)
 
 
 def _headless_frames(above: list[str]) -> list[str]:
@@ -213,7 +215,7 @@ def _elastic_error_json(sf: SourceFile, classifier: LineClassifier, ctx: ParseCo
         host=sf.host or ctx.default_host,
         attempt=sf.attempt,
         fields=dict(got.fields),
-        context=stack.splitlines()[-MAX_CONTEXT:],
+        context=tuple(stack.splitlines()[-MAX_CONTEXT:]),
         priority=got.priority,
     )
 
@@ -291,7 +293,7 @@ def parse_stream(
             pid=int(fields["pid"]) if fields.get("pid", "").isdigit() else info.pid,
             attempt=sf.attempt,
             fields=fields,
-            context=_frames(hit) if got.context_lines else [],
+            context=_frames(hit) if got.context_lines else (),
             priority=got.priority,
         )
         hooks.apply(got.hook, ev, hit, ctx)
@@ -578,6 +580,7 @@ def _parse_files(
 
 def _worker(indexes: list[int]) -> tuple[list[Event], ParseContext, int, int, int]:
     assert _FORKED is not None
+    trim()  # the previous task's lines, events and pickled reply: freed, but still held by the heap
     bundle, classifier, template = _FORKED
     ctx = ParseContext(
         year_hint=template.year_hint,
@@ -587,7 +590,21 @@ def _worker(indexes: list[int]) -> tuple[list[Event], ParseContext, int, int, in
         skip_tee_copies=template.skip_tee_copies,
     )
     events, read, nbytes, flagged = _parse_files([bundle.files[i] for i in indexes], classifier, ctx)
+    _share_equal_fields(events)
+    trim()  # the task's lines and matches, dropped; what a worker holds while it waits is its reply
     return events, ctx, read, nbytes, flagged
+
+
+def _share_equal_fields(events: list[Event]) -> None:
+    """Events whose fields are equal (in the same order) share one dict; pickling keeps that.
+
+    At 16,384 ranks a quarter of the events have no fields and many others the same few (an exit
+    code and its signal): one dict per batch instead of one per event. Later writes go through
+    ``Event.set_field``, which copies first.
+    """
+    seen: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+    for e in events:
+        e.fields = seen.setdefault(tuple(e.fields.items()), e.fields)
 
 
 def _quiet_worker() -> None:
@@ -629,26 +646,29 @@ def _merge(into: ParseContext, part: ParseContext) -> None:
         into.warn(w)
 
 
-def _split(files: list[SourceFile], jobs: int) -> list[list[int]]:
+def _split(files: list[SourceFile], jobs: int, only: Sequence[int] | None = None) -> list[list[int]]:
     """Balance by bytes; keep each group in file order so results merge deterministically."""
     import heapq
 
     groups: list[list[int]] = [[] for _ in range(jobs)]
     load = [(0, k) for k in range(jobs)]  # (bytes so far, group): the lightest group takes the next file
-    for i in sorted(range(len(files)), key=lambda i: -files[i].size):
+    for i in sorted(range(len(files)) if only is None else only, key=lambda i: -files[i].size):
         size, k = heapq.heappop(load)
         groups[k].append(i)
         heapq.heappush(load, (size + files[i].size + 4096, k))
     return [sorted(g) for g in groups if g]
 
 
-def parse_bundle(bundle: Bundle, classifier: LineClassifier, jobs: int | None = None) -> ParseResult:
+def parse_bundle(
+    bundle: Bundle, classifier: LineClassifier, jobs: int | None = None, while_busy: Callable[[], bool] | None = None
+) -> ParseResult:
     """Every text file of the bundle, parsed and matched; on several cores for big bundles.
 
     Files are independent, so a big bundle is split across worker processes (forked, so the
     compiled prefilter is shared, not rebuilt) and the per-file results merged in file order.
+    ``while_busy`` says another stage holds a core (the flight-recorder worker): until it is
+    done this process parses the biggest files itself, and only then are the workers forked.
     """
-    global _FORKED
     first_warnings: list[str] = []
     ctx = _new_context(bundle, load_topology_file(bundle, first_warnings))
     ctx.warnings.extend(first_warnings + bundle.warnings)
@@ -664,27 +684,86 @@ def parse_bundle(bundle: Bundle, classifier: LineClassifier, jobs: int | None = 
     if jobs == 1 or "fork" not in mp.get_all_start_methods():
         events, result.files_read, result.bytes_read, result.lines_flagged = _parse_files(bundle.files, classifier, ctx)
     else:
-        classifier.finder  # noqa: B018  (compile once, before forking)
-        _FORKED = (bundle, classifier, ctx)
-        try:
-            # many small tasks, not one per worker: a worker then holds a few hundred files' events at
-            # a time (not half the bundle's) while it ships them back
-            groups = _split(bundle.files, max(jobs, len(bundle.files) // TASK_FILES))
-            events = []
-            with mp.get_context("fork").Pool(jobs, initializer=_quiet_worker) as pool:
-                for evs, part, read, nbytes, flagged in pool.imap(_worker, groups):  # merged as they come
-                    events.extend(evs)
-                    _merge(ctx, part)
-                    result.files_read += read
-                    result.bytes_read += nbytes
-                    result.lines_flagged += flagged
-        finally:
-            _FORKED = None
-        events.sort(key=lambda e: (e.source, e.line))
-        for i, e in enumerate(events):
-            e.id = i
+        events = _parse_forked(bundle, classifier, result, jobs, while_busy or (lambda: False))
     result.events = events
     return complete(result, bundle)
+
+
+def _parse_forked(
+    bundle: Bundle, classifier: LineClassifier, result: ParseResult, jobs: int, busy: Callable[[], bool]
+) -> list[Event]:
+    """The parse on forked workers: one while ``busy()``, then ``jobs``; replies read after.
+
+    Memory is the reason for each step (at 16,384 ranks, FR-heavy: 2.3 GB, 414,000 events):
+
+    * the flight-recorder worker holds every decoded dump (~250 MB) for its ~15 s: beside it one
+      parse worker, not ``jobs`` (the cores are then both busy, and the dumps are gone before
+      the other workers start);
+    * a worker's reply stays pickled bytes (about half the size of the events it holds) until
+      every worker has exited: a worker's heap (~55 MB of its own) and the bundle's events as
+      objects are never held at the same time.
+
+    The tasks are the same list whatever the timing, and are read back in that order, so the
+    result is the same as one pool's.
+    """
+    global _FORKED
+    ctx = result.ctx
+    classifier.finder  # noqa: B018  (compile once, before forking)
+    # many small tasks, not one per worker: a worker then holds a few hundred files' events at
+    # a time (not half the bundle's) while it ships them back
+    groups = _split(bundle.files, max(jobs, len(bundle.files) // TASK_FILES))
+    replies: list[bytes | None] = [None] * len(groups)
+    _FORKED = (bundle, classifier, ctx)
+    try:
+        k = 0
+        if busy():
+            with mp.get_context("fork").Pool(1, initializer=_quiet_worker) as pool:
+                while k < len(groups) and busy():
+                    replies[k] = pool.apply(_pickled_worker, (groups[k],))
+                    k += 1
+        if k < len(groups):
+            with mp.get_context("fork").Pool(jobs, initializer=_quiet_worker) as pool:
+                for j, reply in enumerate(pool.imap(_pickled_worker, groups[k:]), k):
+                    replies[j] = reply
+    finally:
+        _FORKED = None
+    events: list[Event] = []
+    shared: dict[str, str] = {}
+    for j in range(len(replies)):
+        data, replies[j] = replies[j], None  # each reply's bytes go as its events come
+        assert data is not None
+        evs, part, read, nbytes, flagged = pickle.loads(data)  # our own workers' replies, never a file
+        del data
+        trim()  # glibc keeps a freed reply's pages (its mmap threshold has grown): give them back now
+        _share_fields(evs, shared)
+        events.extend(evs)
+        _merge(ctx, part)
+        result.files_read += read
+        result.bytes_read += nbytes
+        result.lines_flagged += flagged
+    events.sort(key=lambda e: (e.source, e.line))
+    for i, e in enumerate(events):
+        e.id = i
+    return events
+
+
+def _pickled_worker(indexes: list[int]) -> bytes:
+    """:func:`_worker`'s reply as bytes, for the parent to unpickle once the workers are gone."""
+    return pickle.dumps(_worker(indexes), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _share_fields(events: list[Event], shared: dict[str, str]) -> None:
+    """One copy of each field value across the workers' batches.
+
+    Inside a worker equal values are one object (the classifier's memo), and pickling keeps that
+    within a batch, but every batch arrives with copies of its own: at 16,384 ranks 1.3 million
+    field values (sequence numbers, timeouts, op names, ranks) are 84,000 distinct strings, and
+    holding one of each saves the main process about 50 MB.
+    """
+    for e in events:
+        f = e.fields
+        for k, v in f.items():
+            f[k] = shared.setdefault(v, v)
 
 
 def complete(result: ParseResult, bundle: Bundle) -> ParseResult:
