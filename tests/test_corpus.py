@@ -18,12 +18,13 @@ CORPUS = Path(__file__).resolve().parent.parent / "corpus" / "threads"
 CASES = sorted(p.parent for p in CORPUS.glob("*/label.toml"))
 CATEGORIES = {c.value for c in Category}
 
-#: measured 2026-12-04 over 146 cases (docs/accuracy.md); a little slack for label disputes
-FLOOR_CATEGORY = 0.66
-FLOOR_CULPRIT = 0.86
-# failed cases answered "none": 4 of 133 (one an nccl-tests run that hung after its table header,
-# with no error line at all; docs/accuracy.md). The goal is 0; this guards against more.
-CEILING_SILENT = 0.035
+#: measured 2026-12-04 over 208 cases (docs/accuracy.md: 72% and 87%); a little slack for label disputes
+FLOOR_CATEGORY = 0.69
+FLOOR_CULPRIT = 0.85
+# failed cases answered "none": 6 of 175 (an nccl-tests run that hung after its table header, with
+# no error line at all; a run whose paste stops after its last iteration, the hang at exit being in
+# the thread only; docs/accuracy.md). The goal is 0; this guards against more.
+CEILING_SILENT = 0.04
 
 
 def test_the_corpus_is_there() -> None:
