@@ -96,3 +96,40 @@ def test_parse_workers_end_without_a_traceback(tmp_path: Path, monkeypatch: pyte
     seen = {w for w in pr.ctx.warnings if w.startswith("worker SIGTERM")}
     assert seen == {f"worker SIGTERM: {signal.SIG_DFL!r}"}
     assert len(pr.events) >= 6
+
+
+def _rank_logs(root: Path, ranks: int = 12) -> Path:
+    for r in range(ranks):
+        d = root / "logs" / "run" / "attempt_0" / str(r)
+        d.mkdir(parents=True)
+        steps = "".join(
+            f"[rank{r}]:2024-05-01 10:00:{s:02d},000 - INFO - step: {s:3d}  loss:  7.{s:04d}  tps: 1,234\n"
+            for s in range(1, 40)
+        )
+        (d / "stderr.log").write_text(steps + f"[rank{r}]: RuntimeError: [pair.cc:553] Connection closed by peer\n")
+    return root
+
+
+def _read(pr: run_mod.ParseResult) -> tuple[object, ...]:
+    events = [(e.id, e.source, e.line, e.signature, e.text, e.rank, e.ts, dict(e.fields)) for e in pr.events]
+    progress = {
+        att: {r: (p.first_step, p.last_step, p.steps_seen, list(p.step_ms)) for r, p in prog.items()}
+        for att, prog in pr.ctx.progress_by_attempt.items()
+    }
+    return events, progress, pr.files_read, pr.bytes_read, pr.lines_flagged
+
+
+@pytest.mark.parametrize("busy_for", [0, 1, 3, 100])
+def test_the_parse_reads_the_same_whoever_parses_while_the_fr_stage_runs(tmp_path: Path, busy_for: int) -> None:
+    """While the FR worker is busy one parse worker takes tasks one at a time, then a pool takes
+    the rest; how many tasks went each way depends on timing, so the result must not."""
+    bundle = discover(_rank_logs(tmp_path))
+    reg = load_registry()
+    alone = _read(run_mod.parse_bundle(bundle, reg, jobs=1))
+    calls = iter(range(1_000))
+
+    def busy() -> bool:
+        return next(calls) < busy_for
+
+    forked = _read(run_mod.parse_bundle(bundle, reg, jobs=2, while_busy=busy))
+    assert forked == alone

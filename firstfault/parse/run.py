@@ -524,6 +524,9 @@ PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 PARALLEL_MIN_FILES = 1500
 SKIP_TEE_MIN_RANKS = 256
 TASK_FILES = 400
+# at least this many tasks a worker: a few big files still split finely enough that the one worker
+# beside the FR stage hands the rest over soon after the dumps are loaded
+TASKS_PER_JOB = 4
 _FORKED: tuple[Bundle, LineClassifier, ParseContext] | None = None
 
 
@@ -711,7 +714,7 @@ def _parse_forked(
     classifier.finder  # noqa: B018  (compile once, before forking)
     # many small tasks, not one per worker: a worker then holds a few hundred files' events at
     # a time (not half the bundle's) while it ships them back
-    groups = _split(bundle.files, max(jobs, len(bundle.files) // TASK_FILES))
+    groups = _split(bundle.files, max(jobs * TASKS_PER_JOB, len(bundle.files) // TASK_FILES))
     replies: list[bytes | None] = [None] * len(groups)
     _FORKED = (bundle, classifier, ctx)
     try:
