@@ -583,7 +583,6 @@ def _parse_files(
 
 def _worker(indexes: list[int]) -> tuple[list[Event], ParseContext, int, int, int]:
     assert _FORKED is not None
-    trim()  # the previous task's lines, events and pickled reply: freed, but still held by the heap
     bundle, classifier, template = _FORKED
     ctx = ParseContext(
         year_hint=template.year_hint,
@@ -594,7 +593,6 @@ def _worker(indexes: list[int]) -> tuple[list[Event], ParseContext, int, int, in
     )
     events, read, nbytes, flagged = _parse_files([bundle.files[i] for i in indexes], classifier, ctx)
     _share_equal_fields(events)
-    trim()  # the task's lines and matches, dropped; what a worker holds while it waits is its reply
     return events, ctx, read, nbytes, flagged
 
 
