@@ -151,15 +151,15 @@ def _share_block_times(events: Sequence[Event], lines: int = 5) -> None:
                     e.ts, e.ts_quality = o.ts, o.ts_quality
 
 
-def sort_key(e: Event) -> tuple[float, str, int]:
-    return (e.ts if e.ts is not None else _NEVER, e.source, e.line)
-
-
 _NEVER = float("inf")
 
 
 def _ts_or_never(e: Event) -> float:
     return e.ts if e.ts is not None else _NEVER
+
+
+def sort_key(e: Event) -> tuple[float, str, int]:
+    return (_ts_or_never(e), e.source, e.line)
 
 
 def sort_in_time(events: list[Event]) -> None:

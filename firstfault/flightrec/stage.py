@@ -1,8 +1,8 @@
 """The flight-recorder stage: load a bundle's dumps and analyse them, beside the log parse.
 
 Dumps are independent of the logs until reasoning, so at scale (thousands of dumps) they load in a
-forked worker while the main process parses the biggest logs on the other core, and only the
-(small) typed analysis comes back. Pure over its arguments.
+forked worker while one parse worker takes the other core, and only the (small) typed analysis
+comes back. Pure over its arguments.
 """
 
 from __future__ import annotations
@@ -48,10 +48,10 @@ def _quiet_worker() -> None:
 
 
 class FlightRecorderBeside:
-    """The FR stage in a forked process while the main process parses the logs (every core busy).
+    """The FR stage in a forked process while one parse worker runs beside it (every core busy).
 
-    The log parse forks its own workers only once this one is done (``busy``): the decoded dumps
-    and the parse workers' heaps are never held at the same time.
+    The log parse forks its other workers only once this one is done (``busy``): the decoded
+    dumps and those workers' heaps are never held at the same time.
     """
 
     def __init__(self, bundle: Bundle) -> None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
-import pickle
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from multiprocessing.reduction import ForkingPickler
+from operator import attrgetter
 from statistics import median
 from typing import IO, Any
 
@@ -647,13 +648,13 @@ def _merge(into: ParseContext, part: ParseContext) -> None:
         into.warn(w)
 
 
-def _split(files: list[SourceFile], jobs: int, only: Sequence[int] | None = None) -> list[list[int]]:
+def _split(files: list[SourceFile], jobs: int) -> list[list[int]]:
     """Balance by bytes; keep each group in file order so results merge deterministically."""
     import heapq
 
     groups: list[list[int]] = [[] for _ in range(jobs)]
     load = [(0, k) for k in range(jobs)]  # (bytes so far, group): the lightest group takes the next file
-    for i in sorted(range(len(files)) if only is None else only, key=lambda i: -files[i].size):
+    for i in sorted(range(len(files)), key=lambda i: -files[i].size):
         size, k = heapq.heappop(load)
         groups[k].append(i)
         heapq.heappush(load, (size + files[i].size + 4096, k))
@@ -668,7 +669,7 @@ def parse_bundle(
     Files are independent, so a big bundle is split across worker processes (forked, so the
     compiled prefilter is shared, not rebuilt) and the per-file results merged in file order.
     ``while_busy`` says another stage holds a core (the flight-recorder worker): until it is
-    done this process parses the biggest files itself, and only then are the workers forked.
+    done one worker parses beside it, and only then are the others forked.
     """
     first_warnings: list[str] = []
     ctx = _new_context(bundle, load_topology_file(bundle, first_warnings))
@@ -733,7 +734,9 @@ def _parse_forked(
     for j in range(len(replies)):
         data, replies[j] = replies[j], None  # each reply's bytes go as its events come
         assert data is not None
-        evs, part, read, nbytes, flagged = pickle.loads(data)  # our own workers' replies, never a file
+        # the pool's own transport (what Pool would have unpickled on arrival), deferred: bytes our
+        # forked workers made, never input read from a file
+        evs, part, read, nbytes, flagged = ForkingPickler.loads(data)
         del data
         trim()  # glibc keeps a freed reply's pages (its mmap threshold has grown): give them back now
         _share_fields(evs, shared)
@@ -742,7 +745,8 @@ def _parse_forked(
         result.files_read += read
         result.bytes_read += nbytes
         result.lines_flagged += flagged
-    events.sort(key=lambda e: (e.source, e.line))
+    events.sort(key=attrgetter("line"))  # by (file, line), as two stable sorts: no tuple an event
+    events.sort(key=attrgetter("source"))
     for i, e in enumerate(events):
         e.id = i
     return events
@@ -750,7 +754,7 @@ def _parse_forked(
 
 def _pickled_worker(indexes: list[int]) -> bytes:
     """:func:`_worker`'s reply as bytes, for the parent to unpickle once the workers are gone."""
-    return pickle.dumps(_worker(indexes), protocol=pickle.HIGHEST_PROTOCOL)
+    return bytes(ForkingPickler.dumps(_worker(indexes)))
 
 
 def _share_fields(events: list[Event], shared: dict[str, str]) -> None:
