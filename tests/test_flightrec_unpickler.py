@@ -164,6 +164,24 @@ def test_memo_bomb_does_not_allocate() -> None:
     assert grown_mb < 300, f"peak RSS grew by {grown_mb:.0f} MB"
 
 
+def test_oversized_bytearray_is_refused_without_an_interpreter_message(capfd: pytest.CaptureFixture[str]) -> None:
+    """Found by fuzzing: BYTEARRAY8 asking for 2**62 bytes. The C unpickler's failed allocation
+    frees a bytearray with an unset export count and CPython 3.11 prints "SystemError: deallocated
+    bytearray object has exported buffers" to stderr (no exception reaches the caller)."""
+    data = b"\x80\x05\x96" + struct.pack("<Q", 2**62) + b"."
+    with FastLoader() as fl:
+        for _ in range(3):
+            with pytest.raises(DumpLoadError):
+                fl.loads(data, "hostile")
+    for loader in LOADERS:
+        with pytest.raises(DumpLoadError):
+            loader(data, "hostile")
+    # A real dump with such a byte appended still loads its (truncated) prefix as an error only.
+    with pytest.raises(DumpLoadError):
+        fast_restricted_loads(REAL[0].read_bytes()[:-1] + data[2:], "hostile")
+    assert "SystemError" not in capfd.readouterr().err
+
+
 def test_fast_loader_restores_the_address_space_limit() -> None:
     before = resource.getrlimit(resource.RLIMIT_AS)
     with FastLoader() as fl:

@@ -25,6 +25,7 @@ import json
 import os
 import pickle
 import struct
+import sys
 import threading
 from typing import Any
 
@@ -573,6 +574,30 @@ def _vm_bytes() -> int | None:
     return _statm_bytes(0)
 
 
+class _Discard:
+    """A ``sys.stderr`` stand-in that drops what the C unpickler's failures print.
+
+    Why: CPython 3.11's ``PyByteArray_FromStringAndSize`` frees a bytearray whose export count
+    was never set when its allocation fails, and its dealloc prints "SystemError: deallocated
+    bytearray object has exported buffers" through ``PyErr_Print`` (no exception reaches the
+    caller). The C unpickler allocates a BYTEARRAY8's size before reading its bytes, so a 20-byte
+    hostile pickle asking for 2**62 bytes printed that line into the user's terminal (found by
+    ``./dev fuzz``). It cannot be screened for cheaply: real dumps hold 0x96 bytes followed by
+    large numbers inside their strings and integers, and only an opcode walk tells them apart.
+    The load then fails with MemoryError and the interpreter's loader refuses the BYTEARRAY8
+    opcode, so the user still gets one clear error.
+    """
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        return None
+
+
+_DISCARD = _Discard()
+
+
 class FastLoader:
     """Load many dumps with the C unpickler, every global refused, memory capped.
 
@@ -643,6 +668,8 @@ class FastLoader:
             resource.setrlimit(resource.RLIMIT_AS, (cap, self._hard))
         except (OSError, ValueError):
             return restricted_loads(data, source)
+        stderr = sys.stderr
+        sys.stderr = _DISCARD  # only thread (checked above); see _Discard for why
         try:
             buf = io.BufferedReader(io.BytesIO(data), buffer_size=len(data) + 16)
             obj = _NoGlobalsUnpickler(buf, source).load()  # type: ignore[arg-type]
@@ -656,6 +683,7 @@ class FastLoader:
         except Exception:  # re-diagnosed below, without the cap
             pass
         finally:
+            sys.stderr = stderr
             self._restore()
         self._vm = _vm_bytes() or self._vm
         return restricted_loads(data, source)
