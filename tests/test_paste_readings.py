@@ -86,3 +86,32 @@ def test_healthy_benchmarks_are_healthy(tmp_path: Path) -> None:
         "node-0:1:1 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]\n"
     )
     assert str(analyze(log).category) == "none"
+
+
+CORPUS = Path(__file__).parent.parent / "corpus" / "threads"
+
+
+def test_an_untimed_traceback_above_the_launchers_timed_lines_came_first() -> None:
+    """Real paste (accelerate#2468): a rank's rendezvous fails with a DistNetworkError (no clock on
+    its lines), then DeepSpeed's launcher kills its children and reports "exits with return code =
+    1" (timed). The file's order says which came first; the exit code reports the error printed
+    above it, so the DistNetworkError is the root, not the launcher's line."""
+    v = analyze(CORPUS / "accelerate-2468" / "log.txt")
+    assert v.root_event is not None and "DistNetworkError" in v.root_event.text
+    assert v.root_event.line == 5 and v.root_event.ts is not None
+    launcher = [link for link in v.causal_chain if "sigkill_handler" in link.event.text and "return code" in link.event.text]
+    assert launcher and launcher[0].explained_by == v.root_event.id
+
+
+def test_a_signal_exit_is_not_deferred_to_an_earlier_symptom(tmp_path: Path) -> None:
+    """A SIGKILL is a cause of its own (the OOM killer, a watchdog): only a plain exit code reports
+    an error the process printed."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of "
+        "(10.0.0.1, 29500). The client socket has failed to connect to 10.0.0.1:29500 (errno: 113 - No route to host).\n"
+        "[2024-02-24 04:37:51,021] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', 'train.py'] "
+        "exits with return code = -9\n"
+    )
+    v = analyze(log)
+    assert v.root_event is not None and "return code = -9" in v.root_event.text

@@ -234,7 +234,27 @@ def parse_file(sf: SourceFile, classifier: LineClassifier, ctx: ParseContext, st
     except OSError as exc:
         ctx.warn(f"{sf.rel}: read failed ({exc.strerror or exc}); partial result")
     parser.finish()
+    bound_the_head(events)
     return events, stats.get("flagged", 0)
+
+
+def bound_the_head(events: list[Event]) -> None:
+    """Give the untimed events above a file's first timed event that event's time (an upper bound).
+
+    Why: a file is written in order, so a line printed above a timed line happened no later than
+    it. A pasted console often opens with a rank's traceback (no clock) and goes on with the
+    launcher's timed tear-down lines; left untimed, the traceback sorted after everything and
+    the tear-down it caused was taken for the root. With the bound, the two tie and the file's
+    line order puts the traceback first. ``events`` are one file's, in line order.
+    """
+    first = next((e for e in events if e.ts is not None and e.ts_quality == TsQuality.EXACT), None)
+    if first is None:
+        return
+    for e in events:
+        if e is first:
+            break
+        if e.ts is None:
+            e.ts, e.ts_quality = first.ts, TsQuality.INHERITED
 
 
 def owns_progress(sf: SourceFile, ctx: ParseContext) -> bool:

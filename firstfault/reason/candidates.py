@@ -202,6 +202,14 @@ def rankless_exit_candidates(corr: Correlation) -> list[Candidate]:
             cat = Category.APPLICATION_ERROR
         out.append(Candidate(CandidateKind.EXIT, e, None, e.host, e.ts, cat, [reason]))
     out.sort(key=candidate_order)
+    if out and out[0].event is not None and not exit_signal(out[0].event):
+        # An exit code is how a process reports the error it printed: a symptom line printed
+        # before it (a store it could not reach, a peer that closed) is that error, and says more.
+        exit_ev = out[0].event
+        if any(
+            e.role == Role.CASCADE and e.severity == Severity.ERROR and earlier(e, exit_ev) for e in corr.errors
+        ):
+            return []
     return out[:1]
 
 

@@ -78,7 +78,8 @@ class Severity(StrEnum):
 
 class TsQuality(StrEnum):
     """Where an event's time came from: its own line (``exact``), torchrun's error file or a record
-    known to the second (``coarse``), a line above it (``inherited``: a lower bound), or nowhere."""
+    known to the second (``coarse``), a line near it (``inherited``: the line above, a lower bound,
+    or, above a file's first timed line, that line, an upper bound), or nowhere."""
 
     EXACT = "exact"
     COARSE = "coarse"
