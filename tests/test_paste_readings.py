@@ -99,7 +99,9 @@ def test_an_untimed_traceback_above_the_launchers_timed_lines_came_first() -> No
     v = analyze(CORPUS / "accelerate-2468" / "log.txt")
     assert v.root_event is not None and "DistNetworkError" in v.root_event.text
     assert v.root_event.line == 5 and v.root_event.ts is not None
-    launcher = [link for link in v.causal_chain if "sigkill_handler" in link.event.text and "return code" in link.event.text]
+    launcher = [
+        link for link in v.causal_chain if "sigkill_handler" in link.event.text and "return code" in link.event.text
+    ]
     assert launcher and launcher[0].explained_by == v.root_event.id
 
 

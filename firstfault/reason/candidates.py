@@ -206,9 +206,7 @@ def rankless_exit_candidates(corr: Correlation) -> list[Candidate]:
         # An exit code is how a process reports the error it printed: a symptom line printed
         # before it (a store it could not reach, a peer that closed) is that error, and says more.
         exit_ev = out[0].event
-        if any(
-            e.role == Role.CASCADE and e.severity == Severity.ERROR and earlier(e, exit_ev) for e in corr.errors
-        ):
+        if any(e.role == Role.CASCADE and e.severity == Severity.ERROR and earlier(e, exit_ev) for e in corr.errors):
             return []
     return out[:1]
 
