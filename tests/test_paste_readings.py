@@ -117,3 +117,30 @@ def test_a_signal_exit_is_not_deferred_to_an_earlier_symptom(tmp_path: Path) -> 
     )
     v = analyze(log)
     assert v.root_event is not None and "return code = -9" in v.root_event.text
+
+
+def test_pdsh_names_the_host_of_every_line_it_labels(tmp_path: Path) -> None:
+    """pdsh labels each remote line "host: "; a host learnt on a bracketed line is peeled from that
+    host's other lines too (a traceback), so the failing rank's host is known."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "worker-1: [2024-02-24 04:37:40,100] [INFO] [launch.py:163:main] dist_world_size=16\n"
+        "worker-1: Traceback (most recent call last):\n"
+        'worker-1:   File "train.py", line 9, in <module>\n'
+        "worker-1: FileNotFoundError: [Errno 2] No such file or directory: 'data/train.jsonl'\n"
+    )
+    v = analyze(log)
+    assert v.root_event is not None and v.root_event.text.startswith("FileNotFoundError")
+    assert v.root_event.host == "worker-1"
+
+
+def test_a_tear_down_quoting_its_cause_stands_for_it_when_the_cause_is_not_in_the_log() -> None:
+    """Real paste (LLaMA-Factory#8871), one line: rank 19's watchdog re-raised "CUDA error:
+    unspecified launch failure" on host 192.168.13.81 (pdsh's prefix). The caught error's own line
+    is not in the paste; its words are, so the verdict names rank 19 and the CUDA error's reading,
+    not "errors were found but none could be placed"."""
+    v = analyze(CORPUS / "llamafactory-8871" / "log.txt")
+    assert v.culprit.ranks == [19] and v.culprit.hosts == ["192.168.13.81"]
+    assert str(v.category) == "gpu_hardware"
+    assert v.root_event is not None and v.root_event.fields["cause_signature"] == "cuda.unspecified_launch_failure"
+    assert any("whose own line is not in the log" in r for r in v.reasons)

@@ -70,3 +70,11 @@ def test_rank_prefixes_of_every_launcher_are_stripped() -> None:
     # a tqdm bar the next line was printed onto (its carriage returns lost in the capture)
     bar = "  0%|          | 0/60 [00:00<?, ?it/s][rank0]:[E ProcessGroupNCCL.cpp:563] boom"
     assert strip_prefixes(bar) == ("[E ProcessGroupNCCL.cpp:563] boom", None, 0)
+    # pdsh's "host: " (DeepSpeed's / Accelerate's multi-node runs), before any of the others
+    pdsh = "192.168.13.81: [rank19]:[E808 10:31:07.406255799 ProcessGroupNCCL.cpp:1895] boom"
+    assert strip_prefixes(pdsh) == ("[E808 10:31:07.406255799 ProcessGroupNCCL.cpp:1895] boom", None, 19)
+    timed = "trainer-2: [2024-02-24 04:37:51,021] [ERROR] [launch.py:321:sigkill_handler] x"
+    assert strip_prefixes(timed)[0] == "[2024-02-24 04:37:51,021] [ERROR] [launch.py:321:sigkill_handler] x"
+    # ... but an exception's name before a bracket is not a host (no digit, hyphen or address)
+    gloo = "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer"
+    assert strip_prefixes(gloo) == (gloo, None, None)

@@ -21,7 +21,7 @@ from firstfault.discover import SourceFile
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.vocab import FileKind, TsQuality
-from firstfault.vocab.identity import ELASTIC_PREFIX, RANK_PREFIX, strip_prefixes
+from firstfault.vocab.identity import ELASTIC_PREFIX, PDSH_PREFIX, RANK_PREFIX, strip_prefixes
 from firstfault.vocab.topology import Topology
 
 # cheap precheck: every timestamp format firstfault reads has a clock in it
@@ -151,9 +151,27 @@ class SourceParser:
         self.last_ts: float | None = None
         # where the previous flagged line sat, so a backward search for a time stops there
         self._prev: tuple[bytes, int, float | None] = (b"", -1, None)
+        # hosts pdsh named on this file's bracketed lines; their "host: " is peeled from any line
+        self._pdsh_hosts: set[str] = set()
+
+    def _strip_pdsh(self, text: str, info: LineInfo) -> str:
+        """Peel pdsh's "host: " and take the host from it (see ``PDSH_PREFIX``). A host seen on a
+        bracketed line is that host's label on its other lines too ("worker-1: Traceback ...")."""
+        colon = text.find(": ", 0, 80)
+        if colon <= 0:
+            return text
+        host = text[:colon]
+        if host not in self._pdsh_hosts:
+            m = PDSH_PREFIX.match(text)
+            if m is None:
+                return text
+            self._pdsh_hosts.add(host)
+        info.host = host
+        return text[colon + 2 :]
 
     def strip(self, text: str, info: LineInfo) -> str:
         srun = self.sf.kind in (FileKind.SLURM_OUTPUT, FileKind.LAUNCHER_CONSOLE, FileKind.APP_LOG)
+        text = self._strip_pdsh(text, info)
         text, local_rank, rank = strip_prefixes(text, srun)
         if local_rank is not None:
             info.local_rank = local_rank

@@ -295,6 +295,8 @@ def parse_stream(
         if got is None:
             continue
         fields = dict(got.fields)  # hooks and later stages write into an event's own fields
+        if "cause" in fields:
+            _quoted_cause(fields, sf, classifier)
         ev = Event(
             id=start_id + len(events),
             source=sf.rel,
@@ -319,6 +321,21 @@ def parse_stream(
         )
         hooks.apply(got.hook, ev, hit, ctx)
         events.append(ev)
+
+
+def _quoted_cause(fields: dict[str, str], sf: SourceFile, classifier: LineClassifier) -> None:
+    """Match the error a line quotes (its ``cause`` group) as a line of its own.
+
+    Why: a tear-down that re-raises what it caught ("Process group watchdog thread terminated with
+    exception: CUDA error: unspecified launch failure") carries its cause's words; when the cause's
+    own line is not in the log (a paste of the last lines), those words are the only evidence of
+    what broke. The match is kept as ``cause_signature`` / ``cause_category``; attribution uses it
+    only when no line of the cause itself is there (``reason.candidates.quoted_cause_candidates``).
+    """
+    got = classifier.classify(fields["cause"], sf.kind, None)
+    if got is not None:  # (no "unrecognised" match: only a signature names a cause)
+        fields["cause_signature"] = got.signature
+        fields["cause_category"] = str(got.category)
 
 
 def _int_field(fields: dict[str, str], name: str) -> int | None:

@@ -20,6 +20,7 @@ from firstfault.reason.candidates import (
     named_by_victims,
     named_cause_candidates,
     orphan_cascade_candidates,
+    quoted_cause_candidates,
     rank_list,
     rankless_exit_candidates,
     scheduler_end_candidates,
@@ -144,6 +145,8 @@ def candidates(corr: Correlation, inp: ReasoningInput) -> list[Candidate]:
         cands = rankless_exit_candidates(corr)
     if not cands:
         cands = orphan_cascade_candidates(corr)
+    if not cands:
+        cands = quoted_cause_candidates(corr)
     if not cands:
         cands = scheduler_end_candidates(corr)
     if not cands:

@@ -206,9 +206,37 @@ def rankless_exit_candidates(corr: Correlation) -> list[Candidate]:
         # An exit code is how a process reports the error it printed: a symptom line printed
         # before it (a store it could not reach, a peer that closed) is that error, and says more.
         exit_ev = out[0].event
-        if any(e.role == Role.CASCADE and e.severity == Severity.ERROR and earlier(e, exit_ev) for e in corr.errors):
+        if any(
+            (e.role == Role.CASCADE or _quotes_cause(e)) and e.severity == Severity.ERROR and earlier(e, exit_ev)
+            for e in corr.errors
+        ):
             return []
     return out[:1]
+
+
+def _quotes_cause(e: Event) -> bool:
+    return e.role == Role.TEARDOWN and "cause_category" in e.fields
+
+
+def quoted_cause_candidates(corr: Correlation) -> list[Candidate]:
+    """A tear-down that quotes the error it caught, when that error's own line is not in the log.
+
+    torch's watchdog re-raises what it caught ("Process group watchdog thread terminated with
+    exception: CUDA error: unspecified launch failure"): normally the caught error's own line is
+    there and is the root. In a paste of the last lines it is not, and the quoted words (matched
+    as a line of their own at parse time, ``parse.run._quoted_cause``) are the evidence: the
+    quoted error's category, on the rank and host that printed the tear-down.
+    """
+    quoting = [e for e in corr.errors if _quotes_cause(e)]
+    if not quoting:
+        return []
+    e = min(quoting, key=sort_key)
+    cat = Category(e.fields["cause_category"])
+    reason = (
+        f"the only failure is quoted by a tear-down ({e.signature}): it re-raised "
+        f"{e.fields['cause_signature']} ({cat.value}), whose own line is not in the log"
+    )
+    return [Candidate(CandidateKind.EVENT, e, e.rank, e.host, e.ts, cat, [reason])]
 
 
 def scheduler_end_candidates(corr: Correlation) -> list[Candidate]:

@@ -2,7 +2,8 @@
 
 torchrun's ``--tee`` writes ``[default3]:`` (role and *local* rank), torch's c10 logger and
 distributed errors ``[rank3]:`` (the *global* rank), ``srun -l`` ``3: `` (the global task id),
-Open MPI's ``mpirun --tag-output`` ``[1,3]<stdout>:`` (job id and MPI rank: Horovod, nccl-tests).
+Open MPI's ``mpirun --tag-output`` ``[1,3]<stdout>:`` (job id and MPI rank: Horovod, nccl-tests),
+pdsh's ``worker-1: `` (the host, before any of the others: DeepSpeed's and Accelerate's multi-node runs).
 Every stage that reads a raw line (parsing, the registry's self-check, reports) peels them the same way.
 """
 
@@ -19,6 +20,16 @@ SRUN_PREFIX = re.compile(r"^\s*(?P<task>\d{1,6}): ")
 # mpirun --tag-output (Open MPI orte/mca/iof: "[%s,%d]<%s>:" job id, vpid, stream), after an optional
 # leading timestamp that a log collector put in front ("2019-06-02T16:13:44.884Z: [1,12]<stdout>:")
 MPI_PREFIX = re.compile(r"^(?:\S{8,40}: )?\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:")
+# pdsh, the remote shell DeepSpeed's and Accelerate's multi-node launchers run, labels every remote
+# line "host: " (pdsh(1): "-N  Disable hostname: prefix on lines of output"). A bare "Word: " is also
+# how an exception line starts, so it is a host only when the name is an IPv4 address or holds a
+# digit or a hyphen, as host names do and exception names ("RuntimeError: [../gloo/...]") do not,
+# and what follows starts as a job's line does: a bracket (a time, "[rank3]:", "[default0]:"), or
+# Python's traceback, frame or exception line. Real: "192.168.13.81: [rank19]:[E808 ...".
+PDSH_PREFIX = re.compile(
+    r"^(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w.-]*?[\d-][\w.-]*): "
+    r"(?=\[|Traceback \(most recent call last\)|  File \"|[A-Za-z_][\w.]*(?:Error|Exception)\b)"
+)
 # a tqdm progress bar the next line was printed onto (its "\r" redraws lost in the capture):
 # "  0%|          | 0/60 [00:00<?, ?it/s][rank0]:[E ...]"
 TQDM_BAR = re.compile(r"^[^\[\n]{0,80}?\d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,40}\[[^\]\n]{0,80}\](?=\[)")
@@ -27,6 +38,8 @@ TQDM_BAR = re.compile(r"^[^\[\n]{0,80}?\d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,40}\[[
 def strip_prefixes(text: str, srun: bool = True) -> tuple[str, int | None, int | None]:
     """Remove launcher prefixes; returns (text, local_rank, global_rank) where they said."""
     local_rank = rank = None
+    if text.find(": ", 0, 80) > 0 and (host := PDSH_PREFIX.match(text)):
+        text = text[host.end() :]
     if "%|" in text and (bar := TQDM_BAR.match(text)):
         text = text[bar.end() :]
     if text.find(">:", 0, 64) >= 0 and (mpi := MPI_PREFIX.match(text)):
