@@ -144,3 +144,11 @@ def test_a_tear_down_quoting_its_cause_stands_for_it_when_the_cause_is_not_in_th
     assert str(v.category) == "gpu_hardware"
     assert v.root_event is not None and v.root_event.fields["cause_signature"] == "cuda.unspecified_launch_failure"
     assert any("whose own line is not in the log" in r for r in v.reasons)
+
+
+def test_a_py_spy_dump_is_the_stack_of_a_stuck_process() -> None:
+    """Real paste (pytorch#87995): py-spy's dump of rank 0's main thread waiting on the data-loader
+    queue, and nothing else. People dump a process that is stuck: a hang, not "not a job log"."""
+    v = analyze(CORPUS / "pytorch-87995" / "log.txt")
+    assert str(v.category) == "hang"
+    assert v.root_event is not None and v.root_event.signature == "pyspy.thread_dump"
