@@ -39,3 +39,11 @@ def test_help_keeps_every_bracketed_phrase(path: tuple[str, ...], cmd: Any) -> N
     flat = " ".join(res.output.split())
     lost = sorted(w for w in wanted if w not in flat)
     assert not lost, f"{' '.join(path)} --help lost {lost}"
+
+
+@pytest.mark.parametrize(("path", "cmd"), COMMANDS, ids=[" ".join(p) or "firstfault" for p, _ in COMMANDS])
+def test_help_shows_no_python_types(path: tuple[str, ...], cmd: Any) -> None:
+    """A flag takes no value: no ``<bool>`` beside it; no ``<list[Path]>`` either (issue 13)."""
+    res = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "400", "NO_COLOR": "1"})
+    assert res.exit_code == 0, res.output
+    assert "<bool>" not in res.output and "list[" not in res.output, res.output

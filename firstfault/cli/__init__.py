@@ -8,9 +8,44 @@ that silently vanishes); the heavy work is imported inside each command. Exit co
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import typer
+import typer.core
 
 from firstfault.cli import analyze, audit, bench, fleet, fr, mcp, serve, simulate, slurm, stress, watch
+
+
+def _help_shows_no_python_types() -> None:
+    """Help rows name what the user types, not the Python annotation behind it.
+
+    Why: Typer (0.2x) prints every parameter's Python type in its help: ``--json <bool>``, which
+    reads as if the flag wanted a value, and ``verdicts... <list[Path]>`` (issue 13). A flag's
+    row shows nothing there; a repeated value shows its element, ``<path>...``; the rest keep
+    Typer's words (``<path>``, ``<int>``, or the metavar the command sets).
+    """
+    for name in ("TyperOption", "TyperArgument"):
+        cls = getattr(typer.core, name, None)
+        shown = getattr(cls, "display_type_rich", None)
+        if cls is None or shown is None or getattr(shown, "_firstfault", False):
+            continue
+        cls.display_type_rich = _user_words(shown)
+
+
+def _user_words(shown: Any) -> Any:
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        if getattr(self, "is_flag", False) and self.metavar is None:
+            return None
+        text = shown(self, ctx)
+        return _LIST_TYPE.sub(lambda m: f"<{m[1].lower()}>", text) if isinstance(text, str) else text
+
+    display_type_rich._firstfault = True  # type: ignore[attr-defined]
+    return display_type_rich
+
+
+_LIST_TYPE = re.compile(r"<list\[(\w+)\]>")
+_help_shows_no_python_types()
 
 app = typer.Typer(
     help="Find the first failure in a failed distributed training job.",
