@@ -152,3 +152,23 @@ def test_a_py_spy_dump_is_the_stack_of_a_stuck_process() -> None:
     v = analyze(CORPUS / "pytorch-87995" / "log.txt")
     assert str(v.category) == "hang"
     assert v.root_event is not None and v.root_event.signature == "pyspy.thread_dump"
+
+
+def test_no_failure_says_what_it_rests_on(tmp_path: Path) -> None:
+    """ "none" should mean the job ended well: the verdict names the line that says so (a
+    framework's end-of-training line, or a step counter at its total), or says the end is not in
+    the log."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "{'loss': 1.2, 'grad_norm': 0.8, 'learning_rate': 1e-05, 'epoch': 2.99}\n"
+        "Training completed. Do not forget to share your model on huggingface.co/models =)\n"
+    )
+    v = analyze(log)
+    assert str(v.category) == "none" and "the job ended well" in v.summary and "log.txt:2" in v.summary
+    mega = " iteration       {}/      50 | consumed samples: 25600 | elapsed time per iteration (ms): 9969.4 | lm loss: 4.79 |\n"
+    log.write_text(mega.format(50))
+    v = analyze(log)
+    assert str(v.category) == "none" and "training reached its last step" in v.summary
+    log.write_text(mega.format(40))
+    v = analyze(log)
+    assert str(v.category) == "none" and "does not show the job's end" in v.summary

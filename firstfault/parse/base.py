@@ -120,6 +120,8 @@ class ParseContext:
     # training was seen under way (a step, a loss, a tqdm rate) and the earliest time of such a line
     training_seen: bool = False
     training_ts: float | None = None
+    # "file:line: text" of a step counter at its total ("step 150/150"): training reached its end
+    training_end: str | None = None
 
     def progress(self, attempt: int | None = None) -> dict[int, Progress]:
         """Per-rank progress of one attempt (default: the first one seen)."""

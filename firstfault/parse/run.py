@@ -91,6 +91,10 @@ class ParseResult:
             or self.ctx.has_job_output_kind
         )
 
+    def training_end(self) -> str | None:
+        """Where a step counter reached its total ("step 150/150"), as "file:line: text", or None."""
+        return self.ctx.training_end
+
     def launched(self) -> bool:
         """Does the bundle hold the job's start as a launcher or the scheduler recorded it (not a paste)?"""
         return bool(self.ctx.sched.get("start") or self.ctx.attempt_start or self.ctx.has_launch_output)
@@ -345,6 +349,7 @@ def _int_field(fields: dict[str, str], name: str) -> int | None:
 
 
 PROGRESS_TAIL = 16 * 1024  # ~120 progress lines: the last step and the recent step times
+END_LINES = 20  # where a file's last step counter is looked for (the end of training, see _training_end)
 SPAN_HEAD = 4096
 SPAN_LINES = 200  # how far from either end a timed line is looked for
 
@@ -384,6 +389,24 @@ def _training_marks(lines: list[str], ctx: ParseContext, blob: str | None = None
         if ts is not None and (ctx.training_ts is None or ts < ctx.training_ts):
             ctx.training_ts = ts
         return  # the earliest marker of these lines is the one that counts
+
+
+def _training_end(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext) -> None:
+    """Note a step counter at its total among a file's last lines: training reached its end.
+
+    Only the last ``END_LINES`` lines are looked at (the end of training is the end of the file,
+    give or take a few closing lines), so a tail of thousands of step lines costs nothing more.
+    """
+    for back, raw in enumerate(reversed(lines[-END_LINES:])):
+        if "/" not in raw:
+            continue
+        text = strip_prefixes(raw)[0]
+        m = progress_mod.STEP_OF_TOTAL.search(text)
+        if m and int(m["step"]) == int(m["total"]) > 0:
+            at = f"{sf.rel}:{first_no + len(lines) - 1 - back}: {text.strip()[:300]}"
+            if ctx.training_end is None or at < ctx.training_end:
+                ctx.training_end = at
+            return
 
 
 def _time_at_or_above(lines: list[str], i: int, ctx: ParseContext) -> float | None:
@@ -474,6 +497,7 @@ def absorb_lines(
     last = _first_time(lines[::-1], ctx)
     _training_marks(head, ctx, head_text)
     _training_marks(lines, ctx, tail_text)
+    _training_end(lines, first_no, sf, ctx)
     _world_size(head, ctx, head_text)
     if first is not None or last is not None:
         lo, hi = first if first is not None else last, last if last is not None else first
@@ -665,6 +689,8 @@ def _merge(into: ParseContext, part: ParseContext) -> None:
     into.spans.update(part.spans)
     into.job_files |= part.job_files
     into.training_seen = into.training_seen or part.training_seen
+    if part.training_end is not None and (into.training_end is None or part.training_end < into.training_end):
+        into.training_end = part.training_end
     if part.training_ts is not None and (into.training_ts is None or part.training_ts < into.training_ts):
         into.training_ts = part.training_ts
     for key, t in part.sched.items():

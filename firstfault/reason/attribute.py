@@ -249,7 +249,7 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
             Action.RESTART,
         )
     else:
-        cat, summary, conf, act = Category.NONE, "no failure found: the job shows no error evidence", 0.9, Action.NONE
+        cat, summary, conf, act = Category.NONE, _no_failure(inp.events, inp.training_end), 0.9, Action.NONE
     links, frac = chain(corr, None, [])
     return Verdict(
         cat,
@@ -265,6 +265,31 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
         progress=inp.progress,
         flight_recorder=inp.fr,
     )
+
+
+def _no_failure(events: Sequence[Event], training_end: str | None) -> str:
+    """What "no failure" rests on: a line saying the job ended well, or only the absence of errors.
+
+    Why: ``none`` should mean the job ended well, and a paste that stops before the end (a
+    hang, a cut excerpt) shows no error either. A signature that marks a job's end (torchrun's
+    "worker group successfully finished", the Trainer's "Training completed", Lightning's
+    "`Trainer.fit` stopped: `max_epochs=N` reached", nccl-tests' closing bandwidth) sets
+    ``completed``, and a step counter at its total ("step 150/150") is training's end too; without
+    either the summary says that the end is not in the log.
+    """
+    done = next((e for e in events if e.fields.get("completed")), None)
+    if done is not None:
+        return f"no failure found: the job ended well ({_words(f'{done.source}:{done.line}: {done.text.strip()}')})"
+    if training_end is not None:
+        return f"no failure found: training reached its last step ({_words(training_end)})"
+    return "no failure found: no error in the log, though it does not show the job's end (a paste may stop early)"
+
+
+def _words(text: str, limit: int = 160) -> str:
+    """At most ``limit`` characters of a quoted line, cut between words."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0].rstrip(" ,;:|") + " …"
 
 
 def _finish(verdict: Verdict, inp: ReasoningInput) -> Verdict:

@@ -35,6 +35,7 @@ class ReasoningInput:
     inputs: dict[str, Any] = field(default_factory=dict)  # what the bundle held (for the verdict)
     context: list[Event] = field(default_factory=list)  # host evidence outside the job window, or benign
     kernel_logs: bool = False  # the bundle holds a kernel log: an OOM kill would show in it
+    training_end: str | None = None  # a rank's progress line at its last step ("step N/N"), as file:line: text
 
 
 def fr_culprits(fr: FRAnalysis | None) -> list[FRCulprit]:
