@@ -172,3 +172,17 @@ def test_no_failure_says_what_it_rests_on(tmp_path: Path) -> None:
     log.write_text(mega.format(40))
     v = analyze(log)
     assert str(v.category) == "none" and "does not show the job's end" in v.summary
+
+
+def test_kubernetes_pod_status_reads_as_the_platform_says(tmp_path: Path) -> None:
+    """What `kubectl describe pod` prints beside a PyTorchJob's log: the scheduler found no node
+    (a job-level wait, no rank), or the container died at its memory limit (host memory)."""
+    log = tmp_path / "describe.txt"
+    log.write_text(
+        "Events:\n  Warning  FailedScheduling  32s   default-scheduler  0/2 nodes are available: "
+        "1 Insufficient nvidia.com/gpu, 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }.\n"
+    )
+    v = analyze(log)
+    assert str(v.category) == "scheduler" and v.culprit.ranks == []
+    log.write_text("    Last State:     Terminated\n      Reason:       OOMKilled\n      Exit Code:    137\n")
+    assert str(analyze(log).category) == "host_oom"
