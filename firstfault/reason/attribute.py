@@ -249,7 +249,8 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
             Action.RESTART,
         )
     else:
-        cat, summary, conf, act = Category.NONE, _no_failure(inp.events, inp.training_end), 0.9, Action.NONE
+        cat, act = Category.NONE, Action.NONE
+        summary, conf = _no_failure(inp.events, inp.training_end)
     links, frac = chain(corr, None, [])
     return Verdict(
         cat,
@@ -267,7 +268,7 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
     )
 
 
-def _no_failure(events: Sequence[Event], training_end: str | None) -> str:
+def _no_failure(events: Sequence[Event], training_end: str | None) -> tuple[str, float]:
     """What "no failure" rests on: a line saying the job ended well, or only the absence of errors.
 
     Why: ``none`` should mean the job ended well, and a paste that stops before the end (a
@@ -275,14 +276,16 @@ def _no_failure(events: Sequence[Event], training_end: str | None) -> str:
     "worker group successfully finished", the Trainer's "Training completed", Lightning's
     "`Trainer.fit` stopped: `max_epochs=N` reached", nccl-tests' closing bandwidth) sets
     ``completed``, and a step counter at its total ("step 150/150") is training's end too; without
-    either the summary says that the end is not in the log.
+    either the summary says that the end is not in the log, and the confidence is lower: the
+    answer rests on what the log does not show.
     """
     done = next((e for e in events if e.fields.get("completed")), None)
     if done is not None:
-        return f"no failure found: the job ended well ({_words(f'{done.source}:{done.line}: {done.text.strip()}')})"
+        where = _words(f"{done.source}:{done.line}: {done.text.strip()}")
+        return f"no failure found: the job ended well ({where})", 0.95
     if training_end is not None:
-        return f"no failure found: training reached its last step ({_words(training_end)})"
-    return "no failure found: no error in the log, though it does not show the job's end (a paste may stop early)"
+        return f"no failure found: training reached its last step ({_words(training_end)})", 0.9
+    return "no failure found: no error in the log, though it does not show the job's end (a paste may stop early)", 0.6
 
 
 def _words(text: str, limit: int = 160) -> str:
