@@ -21,7 +21,7 @@ from firstfault.match.registry import Registry, load_registry
 from firstfault.parse.run import ParseResult, parse_bundle
 from firstfault.reason.attribute import attribute
 from firstfault.reason.configuration import TrainingSeen
-from firstfault.reason.correlate import correlate, place_rankless
+from firstfault.reason.correlate import correlate, place_quoted, place_rankless
 from firstfault.reason.flightrec import fr_events
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.reason.network import peer_hosts
@@ -92,6 +92,9 @@ def _after_parse(
         warnings.append(
             f"the console's rank-less traceback is taken to be rank {placed}'s: the only rank that failed on its own"
         )
+    quoted = place_quoted(now)
+    if quoted is not None:
+        warnings.append(f"a rank-less error is taken to be rank {quoted}'s: that rank's watchdog quotes it")
     ranks = pr.known_ranks()
     corr = correlate(now, ranks)
     warnings.extend(r.describe() for r in corr.recoveries[:5])

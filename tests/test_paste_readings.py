@@ -186,3 +186,27 @@ def test_kubernetes_pod_status_reads_as_the_platform_says(tmp_path: Path) -> Non
     assert str(v.category) == "scheduler" and v.culprit.ranks == []
     log.write_text("    Last State:     Terminated\n      Reason:       OOMKilled\n      Exit Code:    137\n")
     assert str(analyze(log).category) == "host_oom"
+
+
+def test_a_rankless_error_is_the_rank_whose_watchdog_quotes_it() -> None:
+    """Real paste (sd-scripts#1434): "RuntimeError: CUDA error: uncorrectable ECC error
+    encountered" with no rank, then torch 2.0's "[Rank 1] NCCL watchdog thread terminated with
+    exception:" quoting it. The watchdog re-raises in the same process: the ECC error is rank 1's."""
+    v = analyze(CORPUS / "sdscripts-1434" / "log.txt")
+    assert str(v.category) == "gpu_hardware" and v.culprit.ranks == [1]
+    assert any("watchdog quotes it" in w for w in v.warnings)
+
+
+def test_only_the_default_groups_rank_is_a_global_rank(tmp_path: Path) -> None:
+    """ProcessGroupNCCL's "[PG ID n ... Rank r]" names the rank in group n: global only for group 0."""
+    log = tmp_path / "log.txt"
+    line = (
+        "[E1118 20:32:23.970332207 ProcessGroupNCCL.cpp:1895] [PG ID {pg} PG GUID {pg} Rank 3] Process group "
+        "watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered\n"
+    )
+    log.write_text(line.format(pg=0))
+    root = analyze(log).root_event
+    assert root is not None and root.rank == 3
+    log.write_text(line.format(pg=2))
+    root = analyze(log).root_event
+    assert root is not None and root.rank is None

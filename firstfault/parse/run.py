@@ -314,7 +314,7 @@ def parse_stream(
             ts=info.ts,
             ts_quality=info.ts_quality,
             host=info.host,
-            rank=info.rank if info.rank is not None else _int_field(fields, "rank"),
+            rank=_rank_of(info.rank, fields),
             local_rank=info.local_rank,
             gpu=info.gpu or fields.get("gpu"),
             pid=int(fields["pid"]) if fields.get("pid", "").isdigit() else info.pid,
@@ -340,6 +340,28 @@ def _quoted_cause(fields: dict[str, str], sf: SourceFile, classifier: LineClassi
     if got is not None:  # (no "unrecognised" match: only a signature names a cause)
         fields["cause_signature"] = got.signature
         fields["cause_category"] = str(got.category)
+
+
+def _rank_of(prefix_rank: int | None, fields: dict[str, str]) -> int | None:
+    """The line's rank: its prefix's, else its own words' ("rank" group), else the default group's."""
+    if prefix_rank is not None:
+        return prefix_rank
+    named = _int_field(fields, "rank")
+    return named if named is not None else _default_pg_rank(fields)
+
+
+def _default_pg_rank(fields: dict[str, str]) -> int | None:
+    """The global rank a ProcessGroupNCCL line names, when it names the default group's.
+
+    torch prefixes its watchdog lines with the process group's own rank: "[PG ID 0 ... Rank 3]"
+    (default group: the global rank), "[PG ID 2 ... Rank 1]" (a subgroup: not), or, before the
+    group ids were printed (torch 2.0-2.2), "[Rank 3]", most often the default group's. Only read
+    when the line carries no rank prefix of its own ("[rank3]:").
+    """
+    pg_rank = fields.get("pg_rank")
+    if pg_rank is None or not pg_rank.isdigit() or fields.get("pg_id", "0") != "0":
+        return None
+    return int(pg_rank)
 
 
 def _int_field(fields: dict[str, str], name: str) -> int | None:

@@ -313,6 +313,36 @@ def place_rankless(events: Sequence[Event]) -> int | None:
     return rank if placed else None
 
 
+def place_quoted(events: Sequence[Event]) -> int | None:
+    """Give a rank-less error the rank whose tear-down quotes it.
+
+    torch's watchdog re-raises, in the same process, the exception it caught ("[Rank 1] NCCL
+    watchdog thread terminated with exception: CUDA error: uncorrectable ECC error encountered"):
+    a rank-less error line of the same signature printed before it is that process's. Only when
+    exactly one rank quotes that error. Returns the rank, or None when nothing was placed.
+    """
+    quoted: dict[str, set[int]] = {}
+    first_quote: dict[str, Event] = {}
+    for e in events:
+        sig = e.fields.get("cause_signature")
+        if sig and e.rank is not None and e.role == Role.TEARDOWN:
+            quoted.setdefault(sig, set()).add(e.rank)
+            if sig not in first_quote or earlier(e, first_quote[sig]):
+                first_quote[sig] = e
+    placed = None
+    for e in events:
+        ranks = quoted.get(e.signature)
+        if e.rank is not None or e.role != Role.ROOT or not ranks or len(ranks) != 1:
+            continue
+        if not earlier(e, first_quote[e.signature]):
+            continue
+        (rank,) = ranks
+        e.rank = rank
+        e.set_field("rank_from", f"rank {rank}'s watchdog quotes this error")
+        placed = rank
+    return placed
+
+
 def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Correlation:
     recoveries = demote_recovered(events)
     ranks, host_events = _rank_views(events)
