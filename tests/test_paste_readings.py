@@ -210,3 +210,11 @@ def test_only_the_default_groups_rank_is_a_global_rank(tmp_path: Path) -> None:
     log.write_text(line.format(pg=2))
     root = analyze(log).root_event
     assert root is not None and root.rank is None
+
+
+def test_a_ray_actor_death_defers_to_why_its_node_died() -> None:
+    """Real paste (ray#63807): "The actor died unexpectedly" then Ray's reason for the node's death,
+    "the actor's node was preempted: ...": a preemption (scheduler), not a process crash."""
+    v = analyze(CORPUS / "ray-63807" / "log.txt")
+    assert str(v.category) == "scheduler"
+    assert v.root_event is not None and v.root_event.signature == "ray.actor_node_preempted"
