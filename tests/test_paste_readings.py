@@ -218,3 +218,22 @@ def test_a_ray_actor_death_defers_to_why_its_node_died() -> None:
     v = analyze(CORPUS / "ray-63807" / "log.txt")
     assert str(v.category) == "scheduler"
     assert v.root_event is not None and v.root_event.signature == "ray.actor_node_preempted"
+
+
+def test_terminal_and_ide_endings_are_read(tmp_path: Path) -> None:
+    """How a shell or an IDE reports the end of a run: zsh's "killed" (SIGKILL, a suspected OOM
+    kill), bash's "Terminated" (SIGTERM from outside), PyCharm's "Process finished with exit
+    code", and an OOM paste cut after its first sentence."""
+    log = tmp_path / "log.txt"
+    cases = {
+        "zsh: killed     python3 train.py": "host_oom",
+        "zsh: segmentation fault  python main.py": "process_crash",
+        "Terminated": "scheduler",
+        "Process finished with exit code 137 (interrupted by signal 9: SIGKILL)": "host_oom",
+        "torch.cuda.OutOfMemoryError: CUDA out of memory.": "gpu_oom",
+        "Process finished with exit code 0": "none",
+    }
+    for line, category in cases.items():
+        log.write_text(f"epoch 1 step 40 loss 2.31\n{line}\n")
+        assert str(analyze(log).category) == category, line
+    assert "the job ended well" in analyze(log).summary
