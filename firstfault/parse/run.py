@@ -336,7 +336,9 @@ def _quoted_cause(fields: dict[str, str], sf: SourceFile, classifier: LineClassi
     what broke. The match is kept as ``cause_signature`` / ``cause_category``; attribution uses it
     only when no line of the cause itself is there (``reason.candidates.quoted_cause_candidates``).
     """
-    got = classifier.classify(fields["cause"], sf.kind, None)
+    cause = fields["cause"]
+    hits = {lit for _, lit in classifier.finder.find(cause.encode("utf-8", "surrogateescape"))}
+    got = classifier.classify(cause, sf.kind, hits)  # the prefilter's literals: no scan of them all
     if got is not None:  # (no "unrecognised" match: only a signature names a cause)
         fields["cause_signature"] = got.signature
         fields["cause_category"] = str(got.category)
