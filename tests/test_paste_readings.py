@@ -237,3 +237,10 @@ def test_terminal_and_ide_endings_are_read(tmp_path: Path) -> None:
         log.write_text(f"epoch 1 step 40 loss 2.31\n{line}\n")
         assert str(analyze(log).category) == category, line
     assert "the job ended well" in analyze(log).summary
+
+
+def test_a_mangled_torchelastic_failure_keeps_its_exit_code() -> None:
+    """Real paste (DeepSpeed#3153): Markdown ate ': 2 (pid: 53040) of binary: /' from torchrun's
+    "failed (exitcode: -9) local_rank: ..." line; the exit code alone still says SIGKILL."""
+    v = analyze(CORPUS / "deepspeed-3153" / "log.txt")
+    assert str(v.category) == "host_oom"
