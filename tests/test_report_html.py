@@ -446,7 +446,8 @@ class Opened:
         self.requests: list[str] = []
         self.page = browser.new_page(viewport={"width": 1600, "height": 1000})
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        # with the JS stack, so a failure says where it was thrown
+        self.page.on("pageerror", lambda e: self.errors.append(f"{e} at {getattr(e, 'stack', '')}"))
         self.page.on("request", lambda r: self.requests.append(r.url))
         self.page.goto(path.resolve().as_uri())
         self.wait("window.__ff && window.__ff.ready === true")

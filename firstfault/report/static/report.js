@@ -570,6 +570,7 @@
       var v = p.value;
       if (!v) return '';
       var n = lanes[v[1]];
+      if (!n && (p.seriesName === 'last step' || v[4] !== 0)) return '';  // a lane gone with a re-render
       if (p.seriesName === 'last step') {
         return esc(n.label) + '<br>last step ' + esc(v[3] + (v[4] !== v[3] ? '–' + v[4] : '')) + ' reported ' + esc(fmtRel(v[0]) + (v[2] !== v[0] ? ' … ' + fmtRel(v[2]) : '')) + '<br>' + fmtInt(v[5]) + ' ranks';
       }
@@ -586,6 +587,7 @@
       if (p.componentType === 'yAxis') { toggle(p.value); return; }
       if (p.componentType !== 'series' || !p.value) return;
       var v = p.value;
+      if (!lanes[v[1]] && (p.seriesName === 'last step' || v[4] !== 0)) return;  // a lane gone with a re-render
       if (p.seriesName === 'last step') { var rr = laneRanks(lanes[v[1]]); if (rr.length === 1) showRank(rr[0]); return; }
       if (v[4] === 0) { showGroup(M.g[v[5]], v[5]); return; }
       var n = lanes[v[1]], all = [];
@@ -621,7 +623,8 @@
     chartObj.on('datazoom', function () {
       if (zoomTimer) clearTimeout(zoomTimer);
       zoomTimer = setTimeout(function () {
-        var dzs = chartObj.getOption().dataZoom[0];
+        var dzs = (chartObj.getOption().dataZoom || [])[0];
+        if (!dzs) return;
         var s = dzs.startValue != null ? dzs.startValue : xmin + (xmax - xmin) * dzs.start / 100;
         var e = dzs.endValue != null ? dzs.endValue : xmin + (xmax - xmin) * dzs.end / 100;
         if (Math.abs(s - win[0]) < 1e-6 && Math.abs(e - win[1]) < 1e-6) return;
@@ -733,7 +736,8 @@
     c.setOption({
       animation: false,
       tooltip: { trigger: 'item', confine: true, formatter: function (p) {
-        if (p.data && p.data.id === 'c') return 'the culprit the verdict names; it logged no error line<br><span style="color:#888">click for its progress and events</span>';
+        if (!p.data) return '';
+        if (p.data.id === 'c') return 'the culprit the verdict names; it logged no error line<br><span style="color:#888">click for its progress and events</span>';
         if (p.dataType === 'edge' && p.data.source === 'c') return 'unexplained by any logged line; the verdict attributes it to the culprit';
         if (p.dataType === 'edge') return esc(G[+p.data.source].name) + ' → ' + esc(G[+p.data.target].name) + '<br>' + fmtInt(p.data.value) + ' events explained';
         var g = G[+p.data.id];
@@ -916,6 +920,7 @@
       title: { text: 'ranks by last step reported', left: 0, textStyle: { fontSize: 12, fontWeight: 'normal' } },
       grid: { left: 60, right: 14, top: 44, bottom: 34 },
       tooltip: { trigger: 'item', formatter: function (p) {
+        if (p.componentType !== 'series' || !bySteps[keys[p.dataIndex]]) return '';
         var rs = bySteps[keys[p.dataIndex]].map(rankNo);
         return 'step ' + esc(keys[p.dataIndex]) + ': ' + fmtInt(rs.length) + ' ranks<br>' + esc(rs.slice(0, 12).join(', ') + (rs.length > 12 ? ' …' : ''));
       } },
@@ -936,7 +941,7 @@
       animation: false,
       title: { text: pts.length + cpts.length ? 'median step time per rank (ms)' : 'no step times reported', left: 0, textStyle: { fontSize: 12, fontWeight: 'normal' } },
       grid: { left: 60, right: 14, top: 44, bottom: 34 },
-      tooltip: { trigger: 'item', formatter: function (p) { return 'rank ' + esc(p.value[0]) + ': ' + esc(p.value[1]) + ' ms'; } },
+      tooltip: { trigger: 'item', formatter: function (p) { var v = p.value; return v ? 'rank ' + esc(v[0]) + ': ' + esc(v[1]) + ' ms' : ''; } },
       xAxis: { type: 'value', name: 'rank', nameLocation: 'middle', nameGap: 22, scale: true, minInterval: 1 },
       yAxis: { type: 'value', min: 0 },
       series: [{ type: 'scatter', data: pts, symbolSize: pts.length > 2000 ? 2 : 5, large: pts.length > 2000, itemStyle: { color: '#6e7781' } },
