@@ -62,6 +62,7 @@ from firstfault.vocab import (
     TsQuality,
     Verdict,
 )
+from firstfault.vocab.text import clip
 
 
 def attribute(
@@ -281,18 +282,11 @@ def _no_failure(events: Sequence[Event], training_end: str | None) -> tuple[str,
     """
     done = next((e for e in events if e.fields.get("completed")), None)
     if done is not None:
-        where = _words(f"{done.source}:{done.line}: {done.text.strip()}")
+        where = clip(f"{done.source}:{done.line}: {done.text.strip()}", 160)
         return f"no failure found: the job ended well ({where})", 0.95
     if training_end is not None:
-        return f"no failure found: training reached its last step ({_words(training_end)})", 0.9
+        return f"no failure found: training reached its last step ({clip(training_end, 160)})", 0.9
     return "no failure found: no error in the log, though it does not show the job's end (a paste may stop early)", 0.6
-
-
-def _words(text: str, limit: int = 160) -> str:
-    """At most ``limit`` characters of a quoted line, cut between words."""
-    if len(text) <= limit:
-        return text
-    return text[:limit].rsplit(" ", 1)[0].rstrip(" ,;:|") + " …"
 
 
 def _finish(verdict: Verdict, inp: ReasoningInput) -> Verdict:

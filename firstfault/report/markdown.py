@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from firstfault.report.safe import clip, md_fence, md_text
+from firstfault.report.safe import md_fence, md_text
 from firstfault.report.terminal import _culprit
+from firstfault.vocab.text import clip
 from firstfault.vocab.timefmt import iso
 
 

@@ -33,15 +33,6 @@ def visible_tree(obj: Any) -> Any:
     return obj
 
 
-def clip(text: str, limit: int) -> str:
-    """At most ``limit`` characters, cut at a word boundary with an ellipsis, never mid-word."""
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 1]
-    space = cut.rfind(" ")
-    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:—-") + "…"
-
-
 def md_text(text: str) -> str:
     """Bundle text for Markdown prose or a table cell: one line, punctuation escaped, control visible."""
     return _MD_PUNCT.sub(r"\\\1", visible(text).replace("\n", " "))

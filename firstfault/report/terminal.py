@@ -11,7 +11,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from firstfault.report.safe import clip, visible_tree
+from firstfault.report.safe import visible_tree
+from firstfault.vocab.text import clip
 from firstfault.vocab.timefmt import iso
 
 _STYLE = {"root": "bold red", "cascade": "yellow", "teardown": "cyan", "noise": "dim"}
