@@ -120,7 +120,7 @@ def _after_parse(
         inputs=_inputs(bundle, pr, offsets, window.describe()),
         context=context,
         kernel_logs=bool(bundle.of_kind(FileKind.KERNEL_LOG)),
-        training_end=pr.training_end(),
+        training_end=pr.ctx.training_end,
     )
     verdict = attribute(corr, inp, warnings, later=later)
     stats = {

@@ -21,7 +21,7 @@ from firstfault.discover import SourceFile
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.vocab import FileKind, TsQuality
-from firstfault.vocab.identity import ELASTIC_PREFIX, PDSH_PREFIX, RANK_PREFIX, strip_prefixes
+from firstfault.vocab.identity import ELASTIC_PREFIX, RANK_PREFIX, peel_pdsh, strip_prefixes
 from firstfault.vocab.topology import Topology
 
 # cheap precheck: every timestamp format firstfault reads has a clock in it
@@ -160,21 +160,19 @@ class SourceParser:
         """Peel pdsh's "host: " and take the host from it (see ``PDSH_PREFIX``). A host seen on a
         bracketed line is that host's label on its other lines too ("worker-1: Traceback ...")."""
         colon = text.find(": ", 0, 80)
-        if colon <= 0:
-            return text
-        host = text[:colon]
-        if host not in self._pdsh_hosts:
-            m = PDSH_PREFIX.match(text)
-            if m is None:
-                return text
+        if colon > 0 and text[:colon] in self._pdsh_hosts:
+            info.host = text[:colon]
+            return text[colon + 2 :]
+        text, host = peel_pdsh(text)
+        if host is not None:
             self._pdsh_hosts.add(host)
-        info.host = host
-        return text[colon + 2 :]
+            info.host = host
+        return text
 
     def strip(self, text: str, info: LineInfo) -> str:
         srun = self.sf.kind in (FileKind.SLURM_OUTPUT, FileKind.LAUNCHER_CONSOLE, FileKind.APP_LOG)
         text = self._strip_pdsh(text, info)
-        text, local_rank, rank = strip_prefixes(text, srun)
+        text, local_rank, rank = strip_prefixes(text, srun, pdsh=False)
         if local_rank is not None:
             info.local_rank = local_rank
         if rank is not None:

@@ -91,10 +91,6 @@ class ParseResult:
             or self.ctx.has_job_output_kind
         )
 
-    def training_end(self) -> str | None:
-        """Where a step counter reached its total ("step 150/150"), as "file:line: text", or None."""
-        return self.ctx.training_end
-
     def launched(self) -> bool:
         """Does the bundle hold the job's start as a launcher or the scheduler recorded it (not a paste)?"""
         return bool(self.ctx.sched.get("start") or self.ctx.attempt_start or self.ctx.has_launch_output)

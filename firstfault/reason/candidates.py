@@ -30,6 +30,7 @@ from firstfault.reason.correlate import (
     exit_signal,
     host_explains,
     is_exit_record,
+    quotes_cause,
 )
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.straggler import find_slowdown
@@ -207,15 +208,11 @@ def rankless_exit_candidates(corr: Correlation) -> list[Candidate]:
         # before it (a store it could not reach, a peer that closed) is that error, and says more.
         exit_ev = out[0].event
         if any(
-            (e.role == Role.CASCADE or _quotes_cause(e)) and e.severity == Severity.ERROR and earlier(e, exit_ev)
+            (e.role == Role.CASCADE or quotes_cause(e)) and e.severity == Severity.ERROR and earlier(e, exit_ev)
             for e in corr.errors
         ):
             return []
     return out[:1]
-
-
-def _quotes_cause(e: Event) -> bool:
-    return e.role == Role.TEARDOWN and "cause_category" in e.fields
 
 
 def quoted_cause_candidates(corr: Correlation) -> list[Candidate]:
@@ -227,7 +224,7 @@ def quoted_cause_candidates(corr: Correlation) -> list[Candidate]:
     as a line of their own at parse time, ``parse.run._quoted_cause``) are the evidence: the
     quoted error's category, on the rank and host that printed the tear-down.
     """
-    quoting = [e for e in corr.errors if _quotes_cause(e)]
+    quoting = [e for e in corr.errors if quotes_cause(e)]
     if not quoting:
         return []
     e = min(quoting, key=sort_key)

@@ -313,6 +313,11 @@ def place_rankless(events: Sequence[Event]) -> int | None:
     return rank if placed else None
 
 
+def quotes_cause(e: Event) -> bool:
+    """A tear-down that quotes the error it caught, matched at parse time (``cause_signature``)."""
+    return e.role == Role.TEARDOWN and "cause_signature" in e.fields
+
+
 def place_quoted(events: Sequence[Event]) -> int | None:
     """Give a rank-less error the rank whose tear-down quotes it.
 
@@ -324,8 +329,8 @@ def place_quoted(events: Sequence[Event]) -> int | None:
     quoted: dict[str, set[int]] = {}
     first_quote: dict[str, Event] = {}
     for e in events:
-        sig = e.fields.get("cause_signature")
-        if sig and e.rank is not None and e.role == Role.TEARDOWN:
+        if e.rank is not None and quotes_cause(e):
+            sig = e.fields["cause_signature"]
             quoted.setdefault(sig, set()).add(e.rank)
             if sig not in first_quote or earlier(e, first_quote[sig]):
                 first_quote[sig] = e

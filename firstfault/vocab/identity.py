@@ -35,11 +35,19 @@ PDSH_PREFIX = re.compile(
 TQDM_BAR = re.compile(r"^[^\[\n]{0,80}?\d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,40}\[[^\]\n]{0,80}\](?=\[)")
 
 
-def strip_prefixes(text: str, srun: bool = True) -> tuple[str, int | None, int | None]:
-    """Remove launcher prefixes; returns (text, local_rank, global_rank) where they said."""
+def peel_pdsh(text: str) -> tuple[str, str | None]:
+    """(the line without pdsh's "host: ", the host), or (the line, None) (see ``PDSH_PREFIX``)."""
+    if text.find(": ", 0, 80) > 0 and (m := PDSH_PREFIX.match(text)):
+        return text[m.end() :], m["host"]
+    return text, None
+
+
+def strip_prefixes(text: str, srun: bool = True, pdsh: bool = True) -> tuple[str, int | None, int | None]:
+    """Remove launcher prefixes; returns (text, local_rank, global_rank) where they said.
+    ``pdsh=False`` when the caller has peeled pdsh's host label itself (to keep the host)."""
     local_rank = rank = None
-    if text.find(": ", 0, 80) > 0 and (host := PDSH_PREFIX.match(text)):
-        text = text[host.end() :]
+    if pdsh:
+        text = peel_pdsh(text)[0]
     if "%|" in text and (bar := TQDM_BAR.match(text)):
         text = text[bar.end() :]
     if text.find(">:", 0, 64) >= 0 and (mpi := MPI_PREFIX.match(text)):

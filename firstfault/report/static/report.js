@@ -566,11 +566,13 @@
       var txt = rich(pad + mark + n.label);
       return n.key.charAt(0) === 'p' || (n.kind === 'rank' && culpritRanks[rankNo(n.ref)]) ? '{c|' + txt + '}' : txt;
     }
+    // A mark whose lane a re-render took away (a toggle between hover and click): events (kind
+    // 0) carry their own index and need no lane; lane spans and last steps do.
+    function laneGone(p) { var v = p.value; return !lanes[v[1]] && (p.seriesName === 'last step' || v[4] !== 0); }
     function tip(p) {
       var v = p.value;
-      if (!v) return '';
+      if (!v || laneGone(p)) return '';
       var n = lanes[v[1]];
-      if (!n && (p.seriesName === 'last step' || v[4] !== 0)) return '';  // a lane gone with a re-render
       if (p.seriesName === 'last step') {
         return esc(n.label) + '<br>last step ' + esc(v[3] + (v[4] !== v[3] ? '–' + v[4] : '')) + ' reported ' + esc(fmtRel(v[0]) + (v[2] !== v[0] ? ' … ' + fmtRel(v[2]) : '')) + '<br>' + fmtInt(v[5]) + ' ranks';
       }
@@ -586,8 +588,8 @@
     chartObj.on('click', function (p) {
       if (p.componentType === 'yAxis') { toggle(p.value); return; }
       if (p.componentType !== 'series' || !p.value) return;
+      if (laneGone(p)) return;
       var v = p.value;
-      if (!lanes[v[1]] && (p.seriesName === 'last step' || v[4] !== 0)) return;  // a lane gone with a re-render
       if (p.seriesName === 'last step') { var rr = laneRanks(lanes[v[1]]); if (rr.length === 1) showRank(rr[0]); return; }
       if (v[4] === 0) { showGroup(M.g[v[5]], v[5]); return; }
       var n = lanes[v[1]], all = [];
