@@ -18,7 +18,8 @@ from firstfault.discover import Bundle, discover
 from firstfault.flightrec.load import gc_paused
 from firstfault.flightrec.stage import FlightRecorderBeside
 from firstfault.match.registry import Registry, load_registry
-from firstfault.parse.run import ParseResult, parse_bundle
+from firstfault.parse.result import ParseResult
+from firstfault.parse.run import parse_bundle
 from firstfault.reason.attribute import attribute
 from firstfault.reason.configuration import TrainingSeen
 from firstfault.reason.correlate import correlate, place_quoted, place_rankless

@@ -1,6 +1,6 @@
 """The hot paths made faster read what the plain loops read, and forked workers end quietly.
 
-``_training_marks`` skips a tail with no training word in one scan and looks a marker's time up
+``training_marks`` skips a tail with no training word in one scan and looks a marker's time up
 backwards; the reference below is the line-by-line loop it replaced, so any input where the two
 differ is a verdict that moved.
 """
@@ -19,7 +19,8 @@ from firstfault.match.registry import load_registry
 from firstfault.parse import progress as progress_mod
 from firstfault.parse import run as run_mod
 from firstfault.parse.base import ParseContext
-from firstfault.parse.run import _training_marks
+from firstfault.parse.facts import training_marks
+from firstfault.parse.result import ParseResult
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.vocab.identity import strip_prefixes
 
@@ -65,7 +66,7 @@ LINES = st.sampled_from(
 def test_training_marks_reads_what_the_line_loop_read(lines: list[str], prior: float | None) -> None:
     fast, ref = ParseContext(year_hint=2026), ParseContext(year_hint=2026)
     fast.training_ts = ref.training_ts = prior
-    _training_marks(lines, fast, "\n".join(lines))
+    training_marks(lines, fast, "\n".join(lines))
     _reference(lines, ref)
     assert (fast.training_seen, fast.training_ts) == (ref.training_seen, ref.training_ts)
 
@@ -110,7 +111,7 @@ def _rank_logs(root: Path, ranks: int = 12) -> Path:
     return root
 
 
-def _read(pr: run_mod.ParseResult) -> tuple[object, ...]:
+def _read(pr: ParseResult) -> tuple[object, ...]:
     events = [(e.id, e.source, e.line, e.signature, e.text, e.rank, e.ts, dict(e.fields)) for e in pr.events]
     progress = {
         att: {r: (p.first_step, p.last_step, p.steps_seen, list(p.step_ms)) for r, p in prog.items()}

@@ -23,7 +23,8 @@ from firstfault.discover import SNIFF, Bundle, SourceFile, sniff_kind, source_fi
 from firstfault.live.tail import FileTail
 from firstfault.match.registry import Registry
 from firstfault.parse.base import ParseContext
-from firstfault.parse.run import ParseResult, complete, error_file_events, note_bundle, year_hint
+from firstfault.parse.result import ParseResult
+from firstfault.parse.run import complete, error_file_events, note_bundle, year_hint
 from firstfault.parse.topology import load_topology_file
 from firstfault.pipeline import analyze_parsed
 from firstfault.vocab import TEXT_KINDS, Event, FileKind, Verdict

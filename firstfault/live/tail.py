@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from firstfault.discover import SourceFile
 from firstfault.parse.base import ParseContext, SourceParser, parser_for
 from firstfault.parse.classify import LineClassifier
-from firstfault.parse.run import absorb_lines, owns_progress, parse_stream
+from firstfault.parse.facts import absorb_lines
+from firstfault.parse.run import owns_progress, parse_stream
 from firstfault.parse.stream import TAIL
 from firstfault.vocab import Event
 

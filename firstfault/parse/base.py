@@ -24,6 +24,8 @@ from firstfault.vocab import FileKind, TsQuality
 from firstfault.vocab.identity import ELASTIC_PREFIX, RANK_PREFIX, peel_pdsh, strip_prefixes
 from firstfault.vocab.topology import Topology
 
+# The longest text of a line an event keeps: a 100 MB line (a tensor dump) must not become a 100 MB event.
+MAX_TEXT = 2000
 # cheap precheck: every timestamp format firstfault reads has a clock in it
 _CLOCK = re.compile(r"\d\d:\d\d:\d\d")
 

@@ -3,7 +3,9 @@
 Parse and match are separate concerns (``parse.*`` locates a line, the classifier the pipeline hands in,
 ``match.registry``, says
 what it is) but run in one pass over each file, so a byte is read once and a line is decoded
-only if the prefilter flagged it.
+only if the prefilter flagged it. What a file's head and tail say beside its events is
+``parse.facts``; the parse on several cores, ``parse.workers``; what the stage hands on,
+``parse.result``.
 """
 
 from __future__ import annotations
@@ -11,116 +13,25 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from multiprocessing.reduction import ForkingPickler
-from operator import attrgetter
-from statistics import median
-from typing import IO, Any
+from typing import IO
 
 from firstfault.discover import Bundle, SourceFile
-from firstfault.heap import trim
 from firstfault.parse import hooks, ibstat, kernel, nccl, slurm  # noqa: F401  (kernel, nccl, slurm register parsers)
-from firstfault.parse import progress as progress_mod
-from firstfault.parse.base import ParseContext, Progress, SourceParser, parser_for, remap_ranks
+from firstfault.parse.base import MAX_TEXT, ParseContext, SourceParser, parser_for, remap_ranks
 from firstfault.parse.classify import LineClassifier
-from firstfault.parse.ibstat import HostIB
+from firstfault.parse.facts import head_and_tail
+from firstfault.parse.result import ParseResult
 from firstfault.parse.stream import Hit, scan
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.parse.topology import learn_topology, load_topology_file
-from firstfault.vocab import TEXT_KINDS, Event, FileKind, RankProgress, TsQuality, settings
-from firstfault.vocab.identity import strip_prefixes
+from firstfault.parse.workers import parse_forked
+from firstfault.vocab import TEXT_KINDS, Event, FileKind, TsQuality
 from firstfault.vocab.timefmt import year_of
 from firstfault.vocab.topology import Topology
 
-MAX_TEXT = 2000
 MAX_CONTEXT = 30
-RECENT_MIN_STEPS = 5
-
-
-@dataclass
-class ParseResult:
-    events: list[Event]
-    ctx: ParseContext
-    files_read: int = 0
-    bytes_read: int = 0
-    lines_flagged: int = 0
-    skipped: list[str] = field(default_factory=list)
-    ib: dict[str, HostIB] = field(default_factory=dict)  # host -> its ibstat/ibv_devinfo/rdma port states
-
-    def known_ranks(self) -> list[int]:
-        """Every rank the bundle shows: in progress lines, events, per-rank directories, the world size."""
-        ranks: set[int] = set()
-        for prog in self.ctx.progress_by_attempt.values():
-            ranks.update(prog)
-        ranks.update(e.rank for e in self.events if e.rank is not None)
-        ranks.update(self.ctx.rank_dirs_local)
-        if self.ctx.topology.world_size:
-            ranks.update(range(self.ctx.topology.world_size))
-        return sorted(ranks)
-
-    def missing_rank_logs(self, ranks: list[int]) -> list[int]:
-        """Ranks below the highest known one that have no per-rank torchrun log."""
-        logged = self.ctx.rank_dirs_local
-        if not logged or not ranks:
-            return []
-        hi = min(max(ranks), settings.current().limits.max_world)  # a rank of 1e9 is a claim, not 1e9 ranks
-        return sorted(set(range(hi + 1)) - logged)
-
-    def hosts(self) -> list[str]:
-        """Every host the bundle shows the job on: the topology's, the hosts of its per-rank log
-        folders and of its events (the fleet's exposure: which nodes ran this job)."""
-        found = set(self.ctx.topology.rank_host.values())
-        found.update(p.host for prog in self.ctx.progress_by_attempt.values() for p in prog.values() if p.host)
-        found.update(e.host for e in self.events if e.host)
-        return sorted(found)
-
-    def looks_like_a_job(self) -> bool:
-        """Any line a signature knows (noise included), training under way, an error line, a
-        flight-recorder dump or a launcher's per-rank file: evidence that this is what a job left.
-        Without any, saying "no failure" would be a lie about a file that is not a job log at all."""
-        return bool(
-            self.events
-            or self.ctx.training_seen
-            or any(self.ctx.progress_by_attempt.values())
-            or self.ctx.has_fr_dumps
-            or self.ctx.has_rank_files
-            or self.ctx.has_error_files
-            or self.ctx.has_job_output_kind
-        )
-
-    def launched(self) -> bool:
-        """Does the bundle hold the job's start as a launcher or the scheduler recorded it (not a paste)?"""
-        return bool(self.ctx.sched.get("start") or self.ctx.attempt_start or self.ctx.has_launch_output)
-
-    def own_series(self, attempt: int | None = None) -> dict[int, list[float]]:
-        """Each rank's own work per step (compute time), in step order: what a straggler shows in."""
-        return {rank: list(p.own_ms) for rank, p in self.ctx.progress(attempt).items() if p.own_ms}
-
-    def rank_progress(self, attempt: int | None = None) -> list[RankProgress]:
-        out = []
-        for rank, p in sorted(self.ctx.progress(attempt).items()):
-            med = median(p.step_ms) if p.step_ms else None
-            interval = None
-            if p.first_ts is not None and p.last_ts is not None and p.last_step and p.last_step > (p.first_step or 0):
-                interval = (p.last_ts - p.first_ts) / (p.last_step - (p.first_step or 0))
-            tail = p.step_ms[-max(RECENT_MIN_STEPS, len(p.step_ms) // 4) :]
-            recent = median(tail) if len(p.step_ms) >= 2 * RECENT_MIN_STEPS else None
-            out.append(
-                RankProgress(
-                    rank=rank,
-                    last_step=p.last_step,
-                    last_step_ts=p.last_ts,
-                    steps_seen=p.steps_seen,
-                    median_step_ms=med,
-                    host=self.ctx.topology.rank_host.get(rank) or p.host,
-                    recent_step_ms=recent,
-                    step_interval_s=round(interval, 3) if interval else None,
-                )
-            )
-        return out
 
 
 def _frames(hit: Hit) -> tuple[str, ...]:
@@ -230,7 +141,7 @@ def parse_file(sf: SourceFile, classifier: LineClassifier, ctx: ParseContext, st
         with open(sf.path, "rb") as fh:
             parse_stream(sf, fh, parser, classifier, ctx, events, start_id, stats)
         if parser.job_output:
-            _head_and_tail(sf, ctx, stats.get("lines", 0), owns_progress(sf, ctx))
+            head_and_tail(sf, ctx, stats.get("lines", 0), owns_progress(sf, ctx))
     except OSError as exc:
         ctx.warn(f"{sf.rel}: read failed ({exc.strerror or exc}); partial result")
     parser.finish()
@@ -368,248 +279,10 @@ def _int_field(fields: dict[str, str], name: str) -> int | None:
     return int(v) if v.isdigit() and len(v) < 9 else None
 
 
-PROGRESS_TAIL = 16 * 1024  # ~120 progress lines: the last step and the recent step times
-END_LINES = 20  # where a file's last step counter is looked for (the end of training, see _training_end)
-SPAN_HEAD = 4096
-SPAN_LINES = 200  # how far from either end a timed line is looked for
-
-
-def _first_time(lines: list[str], ctx: ParseContext) -> float | None:
-    for raw in lines[:SPAN_LINES]:
-        ts = parse_timestamp(strip_prefixes(raw)[0], ctx.year_hint)
-        if ts is not None:
-            return ts
-    return None
-
-
-WIDE_HEAD = 64 * 1024
-WIDE_HEAD_FILES = 64
-
-
-def _training_marks(lines: list[str], ctx: ParseContext, blob: str | None = None) -> None:
-    """Note that training was under way, and the earliest time a line of these shows it.
-
-    ``blob`` is the lines' text in one string, when the caller has it: most tails (a stderr
-    log, a tail of stack dumps) hold no training word at all and are passed over in one C scan.
-    The time is that of the marker line or, failing that, of the nearest timed line above it:
-    looked up from the marker backwards, so a tail's other lines are never parsed for a time.
-    """
-    if blob is None:
-        blob = "\n".join(lines)
-    if not any(lit in blob for lit in progress_mod.TRAINING_LITERALS):
-        return
-    for i, raw in enumerate(lines):
-        if not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
-            continue
-        text = strip_prefixes(raw)[0]
-        if progress_mod.TRAINING_MARKER.search(text) is None or progress_mod.SETUP_BAR.search(text):
-            continue
-        ctx.training_seen = True
-        ts = _time_at_or_above(lines, i, ctx)
-        if ts is not None and (ctx.training_ts is None or ts < ctx.training_ts):
-            ctx.training_ts = ts
-        return  # the earliest marker of these lines is the one that counts
-
-
-def _training_end(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext) -> None:
-    """Note a step counter at its total among a file's last lines: training reached its end.
-
-    Only the last ``END_LINES`` lines are looked at (the end of training is the end of the file,
-    give or take a few closing lines), so a tail of thousands of step lines costs nothing more.
-    """
-    for back, raw in enumerate(reversed(lines[-END_LINES:])):
-        if "/" not in raw:
-            continue
-        text = strip_prefixes(raw)[0]
-        m = progress_mod.STEP_OF_TOTAL.search(text)
-        if m and int(m["step"]) == int(m["total"]) > 0:
-            at = f"{sf.rel}:{first_no + len(lines) - 1 - back}: {text.strip()[:300]}"
-            if ctx.training_end is None or at < ctx.training_end:
-                ctx.training_end = at
-            return
-
-
-def _time_at_or_above(lines: list[str], i: int, ctx: ParseContext) -> float | None:
-    """The time of line ``i``, else of the nearest line above it that has one (a line with a
-    training word, or one with a clock's colon: the lines that can carry a time)."""
-    for j in range(i, -1, -1):
-        raw = lines[j]
-        if j != i and _CLOCKISH not in raw and not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
-            continue
-        ts = parse_timestamp(strip_prefixes(raw)[0], ctx.year_hint)
-        if ts is not None:
-            return ts
-    return None
-
-
-_CLOCKISH = ":"
-# Lines that state the job's world size: an environment echo, a config dump ("world_size ..... 8"),
-# NCCL's init ("nranks 8"), ProcessGroupNCCL's options ("size: 8, global rank: 0"), Lightning's
-# "MEMBER: 1/8". A claimed size above ``Limits.max_world`` is not believed (it would only cost memory).
-_WORLD = re.compile(
-    r"(?:\bWORLD_SIZE=|\bworld[_ ]size\b['\"]?\s*(?:[:=]|\.{3,})\s*|\bn[Rr]anks |\bsize: (?=\d+, global rank: )"
-    r"|\bMEMBER: \d+/)(?P<n>\d{1,7})\b"
-)
-
-
-def _world_size(lines: list[str], ctx: ParseContext, blob: str | None = None) -> None:
-    """The largest world size a line of these states (the world group, not a sub-group's size)."""
-    if blob is not None and "ize" not in blob and "anks" not in blob and "MEMBER" not in blob:
-        return
-    for raw in lines:
-        if "ize" not in raw and "anks" not in raw and "MEMBER" not in raw:
-            continue
-        for m in _WORLD.finditer(raw):
-            n = int(m["n"])
-            if 1 < n <= settings.current().limits.max_world and (
-                ctx.topology.world_size is None or n > ctx.topology.world_size
-            ):
-                ctx.topology.world_size = n
-
-
-def _head_and_tail(sf: SourceFile, ctx: ParseContext, total_lines: int, own_progress: bool) -> None:
-    """Progress from the end of a job-output file; its first and last times from both ends.
-
-    Progress lines are the bulk of a healthy log. Reading them all would make every step line
-    a Python call; the last step and recent step times are at the end, so only the last
-    ``PROGRESS_TAIL`` bytes are read. The first timed line gives the attempt's start, and with
-    the last it bounds the job's window (``reason.window``).
-    """
-    wide = len(ctx.job_files) <= WIDE_HEAD_FILES  # the first files of a bundle: look further for training
-    with open(sf.path, "rb") as fh:
-        head_text = fh.read(WIDE_HEAD if wide else SPAN_HEAD).decode("utf-8", "replace")
-        head = head_text.splitlines()
-        offset = max(0, sf.size - PROGRESS_TAIL)
-        fh.seek(offset)
-        data = fh.read(PROGRESS_TAIL).decode("utf-8", "replace")
-    if len(head) > 1 and sf.size > SPAN_HEAD:
-        head = head[:-1]  # the last line may be cut
-    lines = data.split("\n")
-    if offset > 0:
-        lines = lines[1:]  # a partial first line
-    if lines and lines[-1] == "":
-        lines.pop()
-    absorb_lines(sf, ctx, head, lines, total_lines - len(lines) + 1, own_progress, head_text, data)
-
-
-def absorb_lines(
-    sf: SourceFile,
-    ctx: ParseContext,
-    head: list[str],
-    lines: list[str],
-    first_no: int,
-    own_progress: bool,
-    head_text: str | None = None,
-    tail_text: str | None = None,
-) -> None:
-    """The facts a job-output file's lines hold beside its events: its first and last times (the
-    attempt's start, the job's window), training under way, the world size, and progress.
-
-    ``head`` is the file's beginning, ``lines`` its tail starting at line ``first_no``. A live
-    reader (``firstfault.live``) hands each batch of new lines as both: every fact folds in by
-    min/max or by accumulation, so batches give what one read of the whole would.
-    """
-    first = _first_time(head, ctx)
-    if sf.attempt is not None and first is not None:
-        start = ctx.attempt_start.get(sf.attempt)
-        if start is None or first < start:
-            ctx.attempt_start[sf.attempt] = first
-    last = _first_time(lines[::-1], ctx)
-    _training_marks(head, ctx, head_text)
-    _training_marks(lines, ctx, tail_text)
-    _training_end(lines, first_no, sf, ctx)
-    _world_size(head, ctx, head_text)
-    if first is not None or last is not None:
-        lo, hi = first if first is not None else last, last if last is not None else first
-        assert lo is not None and hi is not None
-        lo, hi = min(lo, hi), max(lo, hi)
-        old = ctx.spans.get(sf.rel)
-        ctx.spans[sf.rel] = (min(lo, old[0]), max(hi, old[1])) if old else (lo, hi)
-    if not own_progress or (tail_text is not None and not any(lit in tail_text for lit in progress_mod.LITERALS)):
-        return
-    seen: dict[int, _Seen] = {}
-    for i, raw in enumerate(lines):
-        if not any(lit in raw for lit in progress_mod.LITERALS):
-            continue
-        text, local_rank, rank = strip_prefixes(raw)
-        if rank is None:
-            rank = local_rank if local_rank is not None else sf.local_rank
-        _progress(text, rank, ctx, sf, first_no + i, seen)
-    _merge_progress(seen, ctx, sf)
-
-
-@dataclass(slots=True)
-class _Seen:
-    """One rank's progress lines of one file tail; timestamps are read for two lines only."""
-
-    first_step: int
-    first_text: str
-    last_step: int
-    last_text: str
-    last_line: int
-    steps: int = 0
-    ms: list[float] = field(default_factory=list)
-    own: list[float] = field(default_factory=list)  # the rank's own work per step, where the line says
-
-
-def _progress(
-    text: str, rank: int | None, ctx: ParseContext, sf: SourceFile, line: int, seen: dict[int, _Seen]
-) -> None:
-    got = progress_mod.match_progress_own(text)
-    if got is None:
-        return
-    step, ms, named, own = got
-    if named is not None and sf.kind == FileKind.ELASTIC_RANK_LOG and named != sf.local_rank:
-        # "INFO [rank24] step 9 ..." in attempt_0/0/stdout.log: this directory is global rank 24
-        ctx.dir_rank.setdefault(sf.rel.rsplit("/", 1)[0], named)
-    r = named if named is not None else rank
-    if r is None:
-        return
-    s = seen.get(r)
-    if s is None:
-        s = seen[r] = _Seen(step, text, step, text, line)
-    elif step < s.first_step:
-        s.first_step, s.first_text = step, text
-    if step >= s.last_step:
-        s.last_step, s.last_text, s.last_line = step, text, line
-    s.steps += 1
-    if ms is not None:
-        s.ms.append(ms)
-        if own is not None:
-            s.own.append(own)
-
-
-def _merge_progress(seen: dict[int, _Seen], ctx: ParseContext, sf: SourceFile) -> None:
-    """Fold a file's per-rank progress into the bundle's (first and last step, with their times)."""
-    prog = ctx.progress_by_attempt.setdefault(sf.attempt or 0, {})
-    for r, s in seen.items():
-        p = prog.setdefault(r, Progress())
-        if sf.kind == FileKind.ELASTIC_RANK_LOG and sf.host:
-            p.host = p.host or sf.host  # a rank's own log in a host's folder: where the rank ran
-        if p.first_step is None or s.first_step < p.first_step:
-            ts = parse_timestamp(s.first_text, ctx.year_hint)
-            if ts is not None:
-                p.first_step, p.first_ts = s.first_step, ts
-        if p.last_step is None or s.last_step >= p.last_step:
-            p.last_step = s.last_step
-            p.last_ts = parse_timestamp(s.last_text, ctx.year_hint)
-            p.last_source, p.last_line, p.last_text = sf.rel, s.last_line, s.last_text[:MAX_TEXT]
-        p.steps_seen += s.steps
-        room = 100_000 - len(p.step_ms)
-        if room > 0:
-            p.step_ms.extend(s.ms[:room])
-            p.own_ms.extend(s.own[:room])
-
-
 # Workers pay a fork and the shipping of their events back: worth it for many files or many bytes.
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 PARALLEL_MIN_FILES = 1500
 SKIP_TEE_MIN_RANKS = 256
-TASK_FILES = 400
-# at least this many tasks a worker: a few big files still split finely enough that the one worker
-# beside the FR stage hands the rest over soon after the dumps are loaded
-TASKS_PER_JOB = 4
-_FORKED: tuple[Bundle, LineClassifier, ParseContext] | None = None
 
 
 def _new_context(bundle: Bundle, topology: Topology | None) -> ParseContext:
@@ -663,87 +336,6 @@ def _parse_files(
     return events, read, nbytes, flagged_total
 
 
-def _worker(indexes: list[int]) -> tuple[list[Event], ParseContext, int, int, int]:
-    assert _FORKED is not None
-    bundle, classifier, template = _FORKED
-    ctx = ParseContext(
-        year_hint=template.year_hint,
-        topology=template.topology,
-        has_rank_files=template.has_rank_files,
-        rank_files=template.rank_files,
-        skip_tee_copies=template.skip_tee_copies,
-    )
-    events, read, nbytes, flagged = _parse_files([bundle.files[i] for i in indexes], classifier, ctx)
-    _share_equal_fields(events)
-    return events, ctx, read, nbytes, flagged
-
-
-def _share_equal_fields(events: list[Event]) -> None:
-    """Events whose fields are equal (in the same order) share one dict; pickling keeps that.
-
-    At 16,384 ranks a quarter of the events have no fields and many others the same few (an exit
-    code and its signal): one dict per batch instead of one per event. Later writes go through
-    ``Event.set_field``, which copies first.
-    """
-    seen: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
-    for e in events:
-        e.fields = seen.setdefault(tuple(e.fields.items()), e.fields)
-
-
-def _quiet_worker() -> None:
-    """A forked worker ends silently when its pool ends it: SIGTERM's default, not the CLI's
-    handler (which raises KeyboardInterrupt, and would print a worker's traceback), and Ctrl-C is
-    the parent's to handle."""
-    import signal
-
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _merge(into: ParseContext, part: ParseContext) -> None:
-    for att, prog in part.progress_by_attempt.items():
-        into.progress_by_attempt.setdefault(att, {}).update(prog)
-    for att, t in part.attempt_start.items():
-        into.attempt_start[att] = min(t, into.attempt_start.get(att, t))
-    into.dir_rank.update(part.dir_rank)
-    into.spans.update(part.spans)
-    into.job_files |= part.job_files
-    into.training_seen = into.training_seen or part.training_seen
-    if part.training_end is not None and (into.training_end is None or part.training_end < into.training_end):
-        into.training_end = part.training_end
-    if part.training_ts is not None and (into.training_ts is None or part.training_ts < into.training_ts):
-        into.training_ts = part.training_ts
-    for key, t in part.sched.items():
-        into.sched[key] = min(t, into.sched.get(key, t)) if key == "start" else max(t, into.sched.get(key, t))
-    topo, other = into.topology, part.topology
-    pairs: list[tuple[dict[Any, Any], dict[Any, Any]]] = [
-        (topo.rank_host, other.rank_host),
-        (topo.rank_local, other.rank_local),
-        (topo.rank_gpu, other.rank_gpu),
-        (topo.ip_host, other.ip_host),
-        (topo.groups, other.groups),
-    ]
-    for mine, theirs in pairs:
-        for k, v in theirs.items():
-            mine.setdefault(k, v)
-    topo.world_size = topo.world_size or other.world_size
-    for w in part.warnings:
-        into.warn(w)
-
-
-def _split(files: list[SourceFile], jobs: int) -> list[list[int]]:
-    """Balance by bytes; keep each group in file order so results merge deterministically."""
-    import heapq
-
-    groups: list[list[int]] = [[] for _ in range(jobs)]
-    load = [(0, k) for k in range(jobs)]  # (bytes so far, group): the lightest group takes the next file
-    for i in sorted(range(len(files)), key=lambda i: -files[i].size):
-        size, k = heapq.heappop(load)
-        groups[k].append(i)
-        heapq.heappush(load, (size + files[i].size + 4096, k))
-    return [sorted(g) for g in groups if g]
-
-
 def parse_bundle(
     bundle: Bundle, classifier: LineClassifier, jobs: int | None = None, while_busy: Callable[[], bool] | None = None
 ) -> ParseResult:
@@ -769,89 +361,9 @@ def parse_bundle(
     if jobs == 1 or "fork" not in mp.get_all_start_methods():
         events, result.files_read, result.bytes_read, result.lines_flagged = _parse_files(bundle.files, classifier, ctx)
     else:
-        events = _parse_forked(bundle, classifier, result, jobs, while_busy or (lambda: False))
+        events = parse_forked(bundle, classifier, result, jobs, while_busy or (lambda: False), _parse_files)
     result.events = events
     return complete(result, bundle)
-
-
-def _parse_forked(
-    bundle: Bundle, classifier: LineClassifier, result: ParseResult, jobs: int, busy: Callable[[], bool]
-) -> list[Event]:
-    """The parse on forked workers: one while ``busy()``, then ``jobs``; replies read after.
-
-    Memory is the reason for each step (at 16,384 ranks, FR-heavy: 2.3 GB, 414,000 events):
-
-    * the flight-recorder worker holds every decoded dump (~250 MB) for its ~15 s: beside it one
-      parse worker, not ``jobs`` (the cores are then both busy, and the dumps are gone before
-      the other workers start);
-    * a worker's reply stays pickled bytes (about half the size of the events it holds) until
-      every worker has exited: a worker's heap (~55 MB of its own) and the bundle's events as
-      objects are never held at the same time.
-
-    The tasks are the same list whatever the timing, and are read back in that order, so the
-    result is the same as one pool's.
-    """
-    global _FORKED
-    ctx = result.ctx
-    classifier.finder  # noqa: B018  (compile once, before forking)
-    # many small tasks, not one per worker: a worker then holds a few hundred files' events at
-    # a time (not half the bundle's) while it ships them back
-    groups = _split(bundle.files, max(jobs * TASKS_PER_JOB, len(bundle.files) // TASK_FILES))
-    replies: list[bytes | None] = [None] * len(groups)
-    _FORKED = (bundle, classifier, ctx)
-    try:
-        k = 0
-        if busy():
-            with mp.get_context("fork").Pool(1, initializer=_quiet_worker) as pool:
-                while k < len(groups) and busy():
-                    replies[k] = pool.apply(_pickled_worker, (groups[k],))
-                    k += 1
-        if k < len(groups):
-            with mp.get_context("fork").Pool(jobs, initializer=_quiet_worker) as pool:
-                for j, reply in enumerate(pool.imap(_pickled_worker, groups[k:]), k):
-                    replies[j] = reply
-    finally:
-        _FORKED = None
-    events: list[Event] = []
-    shared: dict[str, str] = {}
-    for j in range(len(replies)):
-        data, replies[j] = replies[j], None  # each reply's bytes go as its events come
-        assert data is not None
-        # the pool's own transport (what Pool would have unpickled on arrival), deferred: bytes our
-        # forked workers made, never input read from a file
-        evs, part, read, nbytes, flagged = ForkingPickler.loads(data)
-        del data
-        trim()  # glibc keeps a freed reply's pages (its mmap threshold has grown): give them back now
-        _share_fields(evs, shared)
-        events.extend(evs)
-        _merge(ctx, part)
-        result.files_read += read
-        result.bytes_read += nbytes
-        result.lines_flagged += flagged
-    events.sort(key=attrgetter("line"))  # by (file, line), as two stable sorts: no tuple an event
-    events.sort(key=attrgetter("source"))
-    for i, e in enumerate(events):
-        e.id = i
-    return events
-
-
-def _pickled_worker(indexes: list[int]) -> bytes:
-    """:func:`_worker`'s reply as bytes, for the parent to unpickle once the workers are gone."""
-    return bytes(ForkingPickler.dumps(_worker(indexes)))
-
-
-def _share_fields(events: list[Event], shared: dict[str, str]) -> None:
-    """One copy of each field value across the workers' batches.
-
-    Inside a worker equal values are one object (the classifier's memo), and pickling keeps that
-    within a batch, but every batch arrives with copies of its own: at 16,384 ranks 1.3 million
-    field values (sequence numbers, timeouts, op names, ranks) are 84,000 distinct strings, and
-    holding one of each saves the main process about 50 MB.
-    """
-    for e in events:
-        f = e.fields
-        for k, v in f.items():
-            f[k] = shared.setdefault(v, v)
 
 
 def complete(result: ParseResult, bundle: Bundle) -> ParseResult:

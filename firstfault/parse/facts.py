@@ -1,0 +1,252 @@
+"""The facts a job-output file's lines hold beside its events.
+
+A file's first and last times (the attempt's start, the job's window), training under way and
+its earliest time, the end of training (a step counter at its total), the world size a line
+states, and each rank's progress. Why apart from the line stream (``parse.run``): these are read
+from a file's head and tail only, never from every line, and a live reader folds them in batch
+by batch (``absorb_lines``); the event stream is another pass with other costs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from firstfault.discover import SourceFile
+from firstfault.parse import progress as progress_mod
+from firstfault.parse.base import MAX_TEXT, ParseContext, Progress
+from firstfault.parse.timestamps import parse_timestamp
+from firstfault.vocab import FileKind, settings
+from firstfault.vocab.identity import strip_prefixes
+
+PROGRESS_TAIL = 16 * 1024  # ~120 progress lines: the last step and the recent step times
+END_LINES = 20  # where a file's last step counter is looked for (the end of training, see _training_end)
+SPAN_HEAD = 4096
+SPAN_LINES = 200  # how far from either end a timed line is looked for
+
+
+def _first_time(lines: list[str], ctx: ParseContext) -> float | None:
+    for raw in lines[:SPAN_LINES]:
+        ts = parse_timestamp(strip_prefixes(raw)[0], ctx.year_hint)
+        if ts is not None:
+            return ts
+    return None
+
+
+WIDE_HEAD = 64 * 1024
+WIDE_HEAD_FILES = 64
+
+
+def training_marks(lines: list[str], ctx: ParseContext, blob: str | None = None) -> None:
+    """Note that training was under way, and the earliest time a line of these shows it.
+
+    ``blob`` is the lines' text in one string, when the caller has it: most tails (a stderr
+    log, a tail of stack dumps) hold no training word at all and are passed over in one C scan.
+    The time is that of the marker line or, failing that, of the nearest timed line above it:
+    looked up from the marker backwards, so a tail's other lines are never parsed for a time.
+    """
+    if blob is None:
+        blob = "\n".join(lines)
+    if not any(lit in blob for lit in progress_mod.TRAINING_LITERALS):
+        return
+    for i, raw in enumerate(lines):
+        if not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
+            continue
+        text = strip_prefixes(raw)[0]
+        if progress_mod.TRAINING_MARKER.search(text) is None or progress_mod.SETUP_BAR.search(text):
+            continue
+        ctx.training_seen = True
+        ts = _time_at_or_above(lines, i, ctx)
+        if ts is not None and (ctx.training_ts is None or ts < ctx.training_ts):
+            ctx.training_ts = ts
+        return  # the earliest marker of these lines is the one that counts
+
+
+def _training_end(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext) -> None:
+    """Note a step counter at its total among a file's last lines: training reached its end.
+
+    Only the last ``END_LINES`` lines are looked at (the end of training is the end of the file,
+    give or take a few closing lines), so a tail of thousands of step lines costs nothing more.
+    """
+    for back, raw in enumerate(reversed(lines[-END_LINES:])):
+        if "/" not in raw:
+            continue
+        text = strip_prefixes(raw)[0]
+        m = progress_mod.STEP_OF_TOTAL.search(text)
+        if m and int(m["step"]) == int(m["total"]) > 0:
+            at = f"{sf.rel}:{first_no + len(lines) - 1 - back}: {text.strip()[:300]}"
+            if ctx.training_end is None or at < ctx.training_end:
+                ctx.training_end = at
+            return
+
+
+def _time_at_or_above(lines: list[str], i: int, ctx: ParseContext) -> float | None:
+    """The time of line ``i``, else of the nearest line above it that has one (a line with a
+    training word, or one with a clock's colon: the lines that can carry a time)."""
+    for j in range(i, -1, -1):
+        raw = lines[j]
+        if j != i and _CLOCKISH not in raw and not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
+            continue
+        ts = parse_timestamp(strip_prefixes(raw)[0], ctx.year_hint)
+        if ts is not None:
+            return ts
+    return None
+
+
+_CLOCKISH = ":"
+# Lines that state the job's world size: an environment echo, a config dump ("world_size ..... 8"),
+# NCCL's init ("nranks 8"), ProcessGroupNCCL's options ("size: 8, global rank: 0"), Lightning's
+# "MEMBER: 1/8". A claimed size above ``Limits.max_world`` is not believed (it would only cost memory).
+_WORLD = re.compile(
+    r"(?:\bWORLD_SIZE=|\bworld[_ ]size\b['\"]?\s*(?:[:=]|\.{3,})\s*|\bn[Rr]anks |\bsize: (?=\d+, global rank: )"
+    r"|\bMEMBER: \d+/)(?P<n>\d{1,7})\b"
+)
+
+
+def _world_size(lines: list[str], ctx: ParseContext, blob: str | None = None) -> None:
+    """The largest world size a line of these states (the world group, not a sub-group's size)."""
+    if blob is not None and "ize" not in blob and "anks" not in blob and "MEMBER" not in blob:
+        return
+    for raw in lines:
+        if "ize" not in raw and "anks" not in raw and "MEMBER" not in raw:
+            continue
+        for m in _WORLD.finditer(raw):
+            n = int(m["n"])
+            if 1 < n <= settings.current().limits.max_world and (
+                ctx.topology.world_size is None or n > ctx.topology.world_size
+            ):
+                ctx.topology.world_size = n
+
+
+def head_and_tail(sf: SourceFile, ctx: ParseContext, total_lines: int, own_progress: bool) -> None:
+    """Progress from the end of a job-output file; its first and last times from both ends.
+
+    Progress lines are the bulk of a healthy log. Reading them all would make every step line
+    a Python call; the last step and recent step times are at the end, so only the last
+    ``PROGRESS_TAIL`` bytes are read. The first timed line gives the attempt's start, and with
+    the last it bounds the job's window (``reason.window``).
+    """
+    wide = len(ctx.job_files) <= WIDE_HEAD_FILES  # the first files of a bundle: look further for training
+    with open(sf.path, "rb") as fh:
+        head_text = fh.read(WIDE_HEAD if wide else SPAN_HEAD).decode("utf-8", "replace")
+        head = head_text.splitlines()
+        offset = max(0, sf.size - PROGRESS_TAIL)
+        fh.seek(offset)
+        data = fh.read(PROGRESS_TAIL).decode("utf-8", "replace")
+    if len(head) > 1 and sf.size > SPAN_HEAD:
+        head = head[:-1]  # the last line may be cut
+    lines = data.split("\n")
+    if offset > 0:
+        lines = lines[1:]  # a partial first line
+    if lines and lines[-1] == "":
+        lines.pop()
+    absorb_lines(sf, ctx, head, lines, total_lines - len(lines) + 1, own_progress, head_text, data)
+
+
+def absorb_lines(
+    sf: SourceFile,
+    ctx: ParseContext,
+    head: list[str],
+    lines: list[str],
+    first_no: int,
+    own_progress: bool,
+    head_text: str | None = None,
+    tail_text: str | None = None,
+) -> None:
+    """The facts a job-output file's lines hold beside its events: its first and last times (the
+    attempt's start, the job's window), training under way, the world size, and progress.
+
+    ``head`` is the file's beginning, ``lines`` its tail starting at line ``first_no``. A live
+    reader (``firstfault.live``) hands each batch of new lines as both: every fact folds in by
+    min/max or by accumulation, so batches give what one read of the whole would.
+    """
+    first = _first_time(head, ctx)
+    if sf.attempt is not None and first is not None:
+        start = ctx.attempt_start.get(sf.attempt)
+        if start is None or first < start:
+            ctx.attempt_start[sf.attempt] = first
+    last = _first_time(lines[::-1], ctx)
+    training_marks(head, ctx, head_text)
+    training_marks(lines, ctx, tail_text)
+    _training_end(lines, first_no, sf, ctx)
+    _world_size(head, ctx, head_text)
+    if first is not None or last is not None:
+        lo, hi = first if first is not None else last, last if last is not None else first
+        assert lo is not None and hi is not None
+        lo, hi = min(lo, hi), max(lo, hi)
+        old = ctx.spans.get(sf.rel)
+        ctx.spans[sf.rel] = (min(lo, old[0]), max(hi, old[1])) if old else (lo, hi)
+    if not own_progress or (tail_text is not None and not any(lit in tail_text for lit in progress_mod.LITERALS)):
+        return
+    seen: dict[int, _Seen] = {}
+    for i, raw in enumerate(lines):
+        if not any(lit in raw for lit in progress_mod.LITERALS):
+            continue
+        text, local_rank, rank = strip_prefixes(raw)
+        if rank is None:
+            rank = local_rank if local_rank is not None else sf.local_rank
+        _progress(text, rank, ctx, sf, first_no + i, seen)
+    _merge_progress(seen, ctx, sf)
+
+
+@dataclass(slots=True)
+class _Seen:
+    """One rank's progress lines of one file tail; timestamps are read for two lines only."""
+
+    first_step: int
+    first_text: str
+    last_step: int
+    last_text: str
+    last_line: int
+    steps: int = 0
+    ms: list[float] = field(default_factory=list)
+    own: list[float] = field(default_factory=list)  # the rank's own work per step, where the line says
+
+
+def _progress(
+    text: str, rank: int | None, ctx: ParseContext, sf: SourceFile, line: int, seen: dict[int, _Seen]
+) -> None:
+    got = progress_mod.match_progress_own(text)
+    if got is None:
+        return
+    step, ms, named, own = got
+    if named is not None and sf.kind == FileKind.ELASTIC_RANK_LOG and named != sf.local_rank:
+        # "INFO [rank24] step 9 ..." in attempt_0/0/stdout.log: this directory is global rank 24
+        ctx.dir_rank.setdefault(sf.rel.rsplit("/", 1)[0], named)
+    r = named if named is not None else rank
+    if r is None:
+        return
+    s = seen.get(r)
+    if s is None:
+        s = seen[r] = _Seen(step, text, step, text, line)
+    elif step < s.first_step:
+        s.first_step, s.first_text = step, text
+    if step >= s.last_step:
+        s.last_step, s.last_text, s.last_line = step, text, line
+    s.steps += 1
+    if ms is not None:
+        s.ms.append(ms)
+        if own is not None:
+            s.own.append(own)
+
+
+def _merge_progress(seen: dict[int, _Seen], ctx: ParseContext, sf: SourceFile) -> None:
+    """Fold a file's per-rank progress into the bundle's (first and last step, with their times)."""
+    prog = ctx.progress_by_attempt.setdefault(sf.attempt or 0, {})
+    for r, s in seen.items():
+        p = prog.setdefault(r, Progress())
+        if sf.kind == FileKind.ELASTIC_RANK_LOG and sf.host:
+            p.host = p.host or sf.host  # a rank's own log in a host's folder: where the rank ran
+        if p.first_step is None or s.first_step < p.first_step:
+            ts = parse_timestamp(s.first_text, ctx.year_hint)
+            if ts is not None:
+                p.first_step, p.first_ts = s.first_step, ts
+        if p.last_step is None or s.last_step >= p.last_step:
+            p.last_step = s.last_step
+            p.last_ts = parse_timestamp(s.last_text, ctx.year_hint)
+            p.last_source, p.last_line, p.last_text = sf.rel, s.last_line, s.last_text[:MAX_TEXT]
+        p.steps_seen += s.steps
+        room = 100_000 - len(p.step_ms)
+        if room > 0:
+            p.step_ms.extend(s.ms[:room])
+            p.own_ms.extend(s.own[:room])
