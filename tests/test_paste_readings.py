@@ -244,3 +244,91 @@ def test_a_mangled_torchelastic_failure_keeps_its_exit_code() -> None:
     "failed (exitcode: -9) local_rank: ..." line; the exit code alone still says SIGKILL."""
     v = analyze(CORPUS / "deepspeed-3153" / "log.txt")
     assert str(v.category) == "host_oom"
+
+
+def test_nccl_tests_footer_is_a_finished_run_not_an_error(tmp_path: Path) -> None:
+    """nccl-tests prints "# Errors with asterisks ..." under every checked table (real lines,
+    ROCm/rccl#2078): a footnote, and "Out of bounds values : 0 OK" is the run's good end."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        " 17179869184    4294967296     float     sum      -1    89235  192.52  360.98      0    89189  192.62  361.17      0\n"
+        "# Errors with asterisks indicate errors that have exceeded the maximum threshold.\n"
+        "# Out of bounds values : 0 OK\n"
+        "# Collective test concluded: all_reduce_perf\n"
+    )
+    v = analyze(log)
+    assert str(v.category) == "none" and "ended well" in v.summary
+
+
+def test_a_quoted_paste_is_read_as_its_lines(tmp_path: Path) -> None:
+    """A log pasted as a Markdown quote keeps "> " on every line, and the rendering ate the '#' of
+    nccl-tests' device rows; cuda-gdb's "warning: Cuda API error detected" is its own warning
+    (real lines, NVIDIA/nccl#258). A job's log, and no failure in it."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        ">    Rank  0 Pid  12414 on 51e6e7896958 device  0 [0x1a] Tesla V100-SXM3-32GB\n"
+        ">    Rank  1 Pid  12414 on 51e6e7896958 device  1 [0x1b] Tesla V100-SXM3-32GB\n"
+        "> [New Thread 0x7fffe6d73700 (LWP 12424)]\n"
+        "> warning: Cuda API error detected: cudaDeviceEnablePeerAccess returned (0x2c0)\n"
+    )
+    assert str(analyze(log).category) == "none"
+
+
+def test_info_lines_of_a_ddp_job_make_it_a_job_log(tmp_path: Path) -> None:
+    """DDP's "Reducer buckets have been rebuilt" and ProcessGroupNCCL's barrier warning are a
+    distributed job's own lines (real: mlcommons/algorithmic-efficiency#146, pytorch#144599);
+    a loss printed as a tensor is training under way. Not "not a job log", and no failure."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "I1003 21:30:55.437373 140737350199104 submission_runner.py:295] 26.69s  1       "
+        "{'train/loss': tensor(0.1785, device='cuda:0')}\n"
+        "I1003 21:30:56.239438 140737350199104 distributed.py:977] Reducer buckets have been rebuilt in this iteration.\n"
+    )
+    assert str(analyze(log).category) == "none"
+    log.write_text(
+        "[rank1]:[W106 17:08:03.158159859 ProcessGroupNCCL.cpp:4561] [PG ID 0 PG GUID 0 Rank 1]  using GPU 1 to "
+        "perform barrier as devices used by this process are currently unknown. This can potentially cause a hang "
+        "if this rank to GPU mapping is incorrect. Specify device_ids in barrier() to force use of a particular "
+        "device, or call init_process_group() with a device_id.\n"
+    )
+    assert str(analyze(log).category) == "none"
+
+
+def test_a_nan_in_a_metrics_column_is_numerical(tmp_path: Path) -> None:
+    """A trainer that keeps logging after its loss went NaN never raises (real: NVIDIA-NeMo/Automodel#1883)."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "step 10 | loss 2.6030 | grad_norm  9.9375\nstep 11 | loss 2.3224 | grad_norm     nan\n"
+        "step 12 | loss    nan | grad_norm     nan\n"
+    )
+    v = analyze(log)
+    assert str(v.category) == "numerical"
+    assert v.root_event is not None and v.root_event.text.startswith("step 11")
+
+
+def test_disk_full_in_any_tools_words_is_storage(tmp_path: Path) -> None:
+    """ENOSPC as Rust's io::Error words it (real: bghira/SimpleTuner#2353), not only Python's [Errno 28]."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        '  File "/opt/venv/lib/python3.12/site-packages/safetensors/torch.py", line 307, in save_file\n'
+        "    serialize_file(_flatten(tensors), filename, metadata=metadata)\n"
+        "safetensors_rust.SafetensorError: Error while serializing: I/O error: No space left on device (os error 28)\n"
+    )
+    assert str(analyze(log).category) == "storage_io"
+
+
+def test_a_launcher_child_killed_by_sigkill_is_an_exit_record(tmp_path: Path) -> None:
+    """`accelerate launch` re-raises its child's death by SIGKILL (real: huggingface/autotrain-advanced#456):
+    an exit on signal 9 with no error of its own, read as the OOM killer's; the traceback's
+    source line ("raise subprocess.CalledProcessError(...)") is code, not an error message."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.10/dist-packages/accelerate/commands/launch.py", line 637, in simple_launcher\n'
+        "    raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)\n"
+        "subprocess.CalledProcessError: Command '['/usr/bin/python3', '-m', 'autotrain.trainers.clm', "
+        "'--training_config', 'autotrain-LLM/training_params.json']' died with <Signals.SIGKILL: 9>.\n"
+    )
+    v = analyze(log)
+    assert str(v.category) == "host_oom"
+    assert v.root_event is not None and v.root_event.fields.get("exitcode") == "-9"

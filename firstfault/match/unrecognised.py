@@ -63,12 +63,15 @@ _ERROR_WORD = re.compile(
 # Lines that announce themselves as warnings or information, whatever words they carry.
 _NOT_AN_ERROR = re.compile(
     r"(?:\b[A-Z][a-z]*Warning\b|\bwarnings\.warn\b|^\s*\[?W\d{4} |^\[W |\bWARN(?:ING)?\b(?!.*\b(?:ERROR|FATAL)\b)"
+    r"|^\s*[Ww]arning: "  # gdb's, gcc's, a shell tool's own warning ("warning: Cuda API error detected: ...")
     r"|\bNCCL INFO\b|(?:^|[\s|\]-])INFO(?:[\s:|\]-]|$)|^\s*\[?I\d{4} |^\[I |\bDEBUG\b"
     r"|\b(?:no|0|zero|without) (?:errors?|failures?)\b|\b(?:errors?|failures?|failed)\s*[=:]\s*0\b"
     r"|\b0 failed\b|\bif (?:it |this )?fails\b)"
 )
 _NCCL_WARN = "NCCL WARN"
-_FRAME = re.compile(r'\s*(?:File "|frame #\d+:|#\d+ 0x|at [\w.$<>]+\()')
+# A stack frame, or the source line a traceback prints under one ("    raise CalledProcessError(...)"):
+# its words are code, not a message.
+_FRAME = re.compile(r'\s*(?:File "|frame #\d+:|#\d+ 0x|at [\w.$<>]+\()|\s+raise\s')
 _PATH = re.compile(r"[^\s'\"():,\[\]]*/[^\s'\"():,\[\]]*")
 MAX_UNRECOGNISED_LEN = 4000
 

@@ -3,7 +3,8 @@
 torchrun's ``--tee`` writes ``[default3]:`` (role and *local* rank), torch's c10 logger and
 distributed errors ``[rank3]:`` (the *global* rank), ``srun -l`` ``3: `` (the global task id),
 Open MPI's ``mpirun --tag-output`` ``[1,3]<stdout>:`` (job id and MPI rank: Horovod, nccl-tests),
-pdsh's ``worker-1: `` (the host, before any of the others: DeepSpeed's and Accelerate's multi-node runs).
+pdsh's ``worker-1: `` (the host, before any of the others: DeepSpeed's and Accelerate's multi-node runs),
+and a paste's own Markdown quote marker ``> `` before them all.
 Every stage that reads a raw line (parsing, the registry's self-check, reports) peels them the same way.
 """
 
@@ -35,6 +36,12 @@ PDSH_PREFIX = re.compile(
 TQDM_BAR = re.compile(r"^[^\[\n]{0,80}?\d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,40}\[[^\]\n]{0,80}\](?=\[)")
 
 
+def peel_quote(text: str) -> str:
+    """The line without a Markdown quote marker ("> "): a log pasted into an issue thread as a
+    quote keeps it on every line, and a signature anchored at the line's start would miss it."""
+    return text[2:] if text.startswith("> ") else text
+
+
 def peel_pdsh(text: str) -> tuple[str, str | None]:
     """(the line without pdsh's "host: ", the host), or (the line, None) (see ``PDSH_PREFIX``)."""
     if text.find(": ", 0, 80) > 0 and (m := PDSH_PREFIX.match(text)):
@@ -46,6 +53,7 @@ def strip_prefixes(text: str, srun: bool = True, pdsh: bool = True) -> tuple[str
     """Remove launcher prefixes; returns (text, local_rank, global_rank) where they said.
     ``pdsh=False`` when the caller has peeled pdsh's host label itself (to keep the host)."""
     local_rank = rank = None
+    text = peel_quote(text)
     if pdsh:
         text = peel_pdsh(text)[0]
     if "%|" in text and (bar := TQDM_BAR.match(text)):
