@@ -36,10 +36,12 @@ from firstfault.reason.correlate import Candidate, Correlation, candidate_order
 from firstfault.reason.hypothesis import DEFAULT_ACTION, hypothesis
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.lost_hosts import date_lost_hosts
+from firstfault.reason.nccl_coll import coll_mismatch
 from firstfault.reason.network import localize_network
 from firstfault.reason.refine import (
     ASSUMED_STARTUP_PENALTY,
     apply_before_training,
+    apply_coll_mismatch,
     apply_fr_mismatch,
     apply_group_mismatch,
     apply_lone_setup_rank,
@@ -85,6 +87,7 @@ def attribute(
     if not fr_culprits(inp.fr):
         apply_witness(hyp, corr, world)
         apply_group_mismatch(hyp, corr)
+        apply_coll_mismatch(hyp, inp)
     conf, why = confidence(win, rest, inp)
     if assumed_startup:
         conf = round(max(0.05, conf - ASSUMED_STARTUP_PENALTY), 3)
@@ -230,10 +233,23 @@ def _summary(head: str, links: Sequence[ChainLink], win: Candidate, seconds: Seq
 
 
 def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) -> Verdict:
-    """No candidate: errors nothing places (unknown), ranks that never registered (a start-up
-    that waits), or no error at all (the job ended well)."""
-    reg = None if corr.errors else unregistered(inp.events)
-    if reg is not None:
+    """No candidate: errors nothing places (unknown), NCCL's call trace showing one process calling
+    something else (a collective mismatch, see ``reason.nccl_coll``), ranks that never registered
+    (a start-up that waits), or no error at all (the job ended well)."""
+    coll = None if corr.errors else coll_mismatch(inp.events)
+    reg = None if corr.errors or coll is not None else unregistered(inp.events)
+    root, culprit = None, Culprit()
+    if coll is not None:
+        on = f" on rank {coll.ranks[0]}" if coll.ranks else ""
+        cat, summary, conf, act = (
+            Category.COLLECTIVE_MISMATCH,
+            f"collective mismatch{on}: {coll.describe()}",
+            0.6,
+            DEFAULT_ACTION[Category.COLLECTIVE_MISMATCH],
+        )
+        root = coll.odd[0] if coll.odd else None
+        culprit = Culprit(ranks=list(coll.ranks), hosts=sorted({e.host for e in coll.odd if e.host}))
+    elif reg is not None:
         cat, summary, conf, act = (
             Category.CONFIGURATION,
             f"configuration on the whole job: only {len(reg.announced)} of {reg.world} ranks registered at start-up; "
@@ -255,11 +271,11 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
     links, frac = chain(corr, None, [])
     return Verdict(
         cat,
-        Culprit(),
+        culprit,
         act,
         conf,
         summary,
-        None,
+        root,
         links,
         frac if corr.errors else 1.0,
         [],

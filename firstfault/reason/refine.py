@@ -4,7 +4,8 @@
   (:func:`apply_before_training`, ``reason.configuration``);
 * a receiver's size check names the sender (:func:`apply_witness`), DETAIL's group ranks map to
   global ones (:func:`apply_group_mismatch`), the flight recorder's first divergent entry names
-  the rank that called something else (:func:`apply_fr_mismatch`), see ``reason.causality``.
+  the rank that called something else (:func:`apply_fr_mismatch`), see ``reason.causality``;
+  without a flight recorder, NCCL's call trace does the same for timeouts (:func:`apply_coll_mismatch`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from firstfault.reason.configuration import CommonFailure, before_training, pret
 from firstfault.reason.correlate import Candidate, Correlation
 from firstfault.reason.hypothesis import DEFAULT_ACTION
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
+from firstfault.reason.nccl_coll import coll_mismatch
 from firstfault.vocab import CandidateKind, Category, Event, FRKind, Hypothesis, Layer, TsQuality
 
 DETAIL_MISMATCH = "torch.collective_mismatch_detail"
@@ -182,6 +184,26 @@ def apply_group_mismatch(hyp: Hypothesis, corr: Correlation) -> None:
     hyp.culprit.hosts = [h for h in [host_of(gm.culprits[0], corr)] if h]
     hyp.summary = f"collective mismatch on rank {gm.culprits[0]}: {gm.fingerprints.get(gm.culprits[0], '')}"
     hyp.reasons.append(gm.reason)
+
+
+def apply_coll_mismatch(hyp: Hypothesis, ev: ReasoningInput) -> None:
+    """Timeouts whose cause NCCL's call trace shows: one process called something else first.
+
+    A mismatch ends in a hang (every rank waits on a call its peers never make), so the watchdog
+    timeouts win as the root; the trace (``reason.nccl_coll``) names the call that caused them.
+    """
+    if hyp.category != Category.HANG:
+        return
+    coll = coll_mismatch(ev.events)
+    if coll is None:
+        return
+    recategorize(hyp, Category.COLLECTIVE_MISMATCH)
+    if coll.ranks:
+        hyp.culprit.ranks = list(coll.ranks)
+        hyp.culprit.hosts = sorted({e.host for e in coll.odd if e.host})
+    on = f" on rank {coll.ranks[0]}" if coll.ranks else ""
+    hyp.summary = f"collective mismatch{on}: {coll.describe()}"
+    hyp.reasons.append(f"the timeouts follow from a mismatched call: {coll.describe()}")
 
 
 def host_of(rank: int, corr: Correlation) -> str | None:
