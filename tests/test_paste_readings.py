@@ -332,3 +332,34 @@ def test_a_launcher_child_killed_by_sigkill_is_an_exit_record(tmp_path: Path) ->
     v = analyze(log)
     assert str(v.category) == "host_oom"
     assert v.root_event is not None and v.root_event.fields.get("exitcode") == "-9"
+
+
+def test_a_collectors_time_before_an_mpi_tag_is_the_lines_time(tmp_path: Path) -> None:
+    """A log collector's time in front of Open MPI's tag (real: NVIDIA/nccl#230): the first of
+    three ranks' identical IB errors is the one 4 ms earlier, not one taken from a later line."""
+    log = tmp_path / "log.txt"
+    line = "container-57:{pid}:864 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error"
+    log.write_text(
+        f"2019-06-02T16:13:44.884Z: [1,12]<stdout>:{line.format(pid=815)}\n"
+        "2019-06-02T16:13:44.884Z: [1,12]<stdout>:\n"
+        f"2019-06-02T16:13:44.888Z: [1,14]<stdout>:{line.format(pid=814)}\n"
+        "2019-06-02T16:13:44.888Z: [1,14]<stdout>:\n"
+    )
+    v = analyze(log)
+    assert v.culprit.ranks[:1] == [12]
+    assert v.root_event is not None and str(v.root_event.ts_quality) == "exact"
+
+
+def test_deepspeeds_dead_child_names_its_local_rank_across_a_wrapped_line(tmp_path: Path) -> None:
+    """DeepSpeed's launcher prints the dead child's command list ('--local_rank=1') and a
+    terminal wrapped it over lines (real: AnomalyGPT#43): the exit is that rank's."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "[2023-11-13 16:59:54,760] [INFO] [launch.py:314:sigkill_handler] Killing subprocess 9439\n"
+        "[2023-11-13 16:59:55,650] [ERROR] [launch.py:320:sigkill_handler] ['/opt/conda/bin/python', '-u', "
+        "'train_mvtec.py', '--local_rank=1', '--model', 'openllama_peft', '--stage', '1', \n"
+        "'../data/images/', '--save_path', './ckpt/train_mvtec/'\n"
+        "] exits with return code = -9\n"
+    )
+    v = analyze(log)
+    assert v.culprit.ranks == [1] and str(v.category) == "host_oom"

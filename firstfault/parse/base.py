@@ -183,6 +183,10 @@ class SourceParser:
 
     def timestamp(self, hit: Hit, text: str) -> tuple[float | None, TsQuality]:
         ts = parse_timestamp(text, self.ctx.year_hint) if _CLOCK.search(text, 0, 140) else None
+        if ts is None and len(text) < len(hit.text) and _CLOCK.search(hit.text, 0, 40):
+            # the time was in a prefix peeled off the line: a log collector's in front of Open MPI's
+            # tag ("2019-06-02T16:13:44.884Z: [1,12]<stdout>:..."), the line's own time all the same
+            ts = parse_timestamp(hit.text, self.ctx.year_hint)
         if ts is not None:
             self._prev = (hit.buf, hit.start, ts)
             return ts, TsQuality.EXACT

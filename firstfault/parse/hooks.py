@@ -23,6 +23,11 @@ _REC_RANK = re.compile(r"^\s*rank\s*: (?P<rank>\d+) \(local_rank: (?P<local_rank
 _REC_HOST = re.compile(r"^\s*host\s*: (?P<host>\S+)")
 _REC_TIME = re.compile(r"^\s*time\s*: (?P<time>\S+)")
 _REC_INDEX = re.compile(r"^\s*\[(?P<idx>\d+)\]:\s*$")
+# DeepSpeed's launcher passes each child "--local_rank=N" and prints the child's command list when
+# it dies (deepspeed/launcher/launch.py sigkill_handler: f"{cmd} exits with return code = ...")
+_CMD_LOCAL_RANK = re.compile(r"'--local_rank=(?P<local_rank>\d+)'")
+_CMD_START = "sigkill_handler] ["
+CMD_LINES = 12  # a terminal wraps a long command list over a few lines
 
 
 def torchelastic_failure_record(ev: Event, hit: Hit, ctx: ParseContext) -> None:
@@ -77,6 +82,19 @@ def signal_exit(ev: Event, hit: Hit, ctx: ParseContext) -> None:
         ev.fields["signame"] = signal.Signals(int(num)).name
 
 
+def command_local_rank(ev: Event, hit: Hit, ctx: ParseContext) -> None:
+    """The local rank in a dead child's command list ("'--local_rank=1'"), on its line or, when a
+    terminal wrapped the list, on the lines above back to where the list starts."""
+    m = _CMD_LOCAL_RANK.search(hit.text)
+    if m is None and _CMD_START not in hit.text:
+        for line in reversed(hit.before(CMD_LINES)):
+            m = _CMD_LOCAL_RANK.search(line)
+            if m is not None or _CMD_START in line:
+                break
+    if m is not None and "local_rank" not in ev.fields:
+        ev.fields["local_rank"] = m["local_rank"]
+
+
 def _local_rank_field(ev: Event, hit: Hit, ctx: ParseContext) -> None:
     if ev.rank is None and "local_rank" in ev.fields:
         ev.local_rank = int(ev.fields["local_rank"])
@@ -87,6 +105,7 @@ HOOKS: dict[str, Callable[[Event, Hit, ParseContext], None]] = {
     "torchelastic_failure_record": torchelastic_failure_record,
     "faulthandler_stack": faulthandler_stack,
     "signal_exit": signal_exit,
+    "command_local_rank": command_local_rank,
 }
 
 
