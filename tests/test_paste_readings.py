@@ -363,3 +363,67 @@ def test_deepspeeds_dead_child_names_its_local_rank_across_a_wrapped_line(tmp_pa
     )
     v = analyze(log)
     assert v.culprit.ranks == [1] and str(v.category) == "host_oom"
+
+
+def test_a_throughput_column_is_training_under_way(tmp_path: Path) -> None:
+    """tf_cnn_benchmarks prints "images/sec: 47.9 +/- 0.0" per step (real: horovod/horovod#466)."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "Step\tImg/sec\ttotal_loss\n"
+        "1\timages/sec: 47.9 +/- 0.0 (jitter = 0.0)\t9.066\n"
+        "10\timages/sec: 47.3 +/- 0.7 (jitter = 1.1)\t9.068\n"
+    )
+    assert str(analyze(log).category) == "none"
+
+
+def test_rays_worker_prefix_is_peeled_like_a_launchers(tmp_path: Path) -> None:
+    """Ray's log monitor puts "(RayTrainWorker pid=N) " before a worker's lines: an exception
+    line under it is still an exception line, and Lightning's device line a job's (real:
+    ray-project/kuberay#1891)."""
+    log = tmp_path / "log.txt"
+    log.write_text("(RayTrainWorker pid=1584) LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0,1]\n")
+    assert str(analyze(log).category) == "none"
+    log.write_text(
+        "(RayTrainWorker pid=1584) LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0,1]\n"
+        "(RayTrainWorker pid=1584, ip=10.0.0.3) FileNotFoundError: [Errno 2] No such file or directory: '/data/train.jsonl'\n"
+    )
+    v = analyze(log)
+    assert v.root_event is not None and v.root_event.text.startswith("FileNotFoundError")
+
+
+def test_a_hang_up_signal_is_the_terminal_closing(tmp_path: Path) -> None:
+    """torchrun passing SIGHUP (signal 1) to its workers: the terminal that started the job
+    closed (real: ultralytics/ultralytics#918, a progress bar the warning was printed onto)."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "     39/100      13.9G      2.252      3.897      2.851      1.791         48        768:  43%|████▎     | "
+        "496/1155 [05:07<06:48,  1.61it/s]WARNING:torch.distributed.elastic.agent.server.api:Received 1 death "
+        "signal, shutting down workers\n"
+        "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4193 closing signal SIGHUP\n"
+    )
+    v = analyze(log)
+    assert str(v.category) == "configuration"
+    assert v.root_event is not None and v.root_event.text.startswith("WARNING:torch.distributed")
+
+
+def test_tensorflows_nan_check_is_numerical(tmp_path: Path) -> None:
+    log = tmp_path / "log.txt"
+    log.write_text("INFO:tensorflow:loss = 2.31, step = 100\nERROR:tensorflow:Model diverged with loss = NaN.\n")
+    assert str(analyze(log).category) == "numerical"
+
+
+def test_a_fatal_pcie_error_behind_which_is_a_gpu_is_the_gpus(tmp_path: Path) -> None:
+    """The root port reports the fatal error; the same kernel report goes on to the device
+    behind it, here the GPU (real: wilicc/gpu-burn#1, rwth-i6/returnn#1500). A machine's own
+    report is never read as a set-up failure, whenever it came."""
+    log = tmp_path / "dmesg.txt"
+    log.write_text(
+        "[74889.542031] pcieport 0000:00:02.0: AER: Uncorrected (Fatal) error received: id=0010\n"
+        "[74889.542044] pcieport 0000:00:02.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, "
+        "id=0010(Receiver ID)\n"
+        "[74889.542234] pcieport 0000:00:02.0: broadcast error_detected message\n"
+        "[74889.542239] nvidia 0000:02:00.0: device has no AER-aware driver\n"
+    )
+    assert str(analyze(log).category) == "gpu_hardware"
+    log.write_text("[74889.542031] pcieport 0000:00:02.0: AER: Uncorrected (Fatal) error received: id=0010\n")
+    assert str(analyze(log).category) == "unknown"

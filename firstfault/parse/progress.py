@@ -30,12 +30,15 @@ STEP_OF_TOTAL = re.compile(r"(?<![-\w])(?:[Ss]tep|[Ii]ter(?:ation)?)\s*[:=]?\s*(
 # A line that shows training under way, whatever the trainer's format: a step or iteration counter
 # ("step 5", "iter 5/100", "iteration 5/ 100 |"), a loss with its value ("loss=2.31", "'loss': 0.85",
 # "lm loss: 3.2E+00", "'train/loss': tensor(0.1785, device='cuda:0')"), or tqdm's rate
-# ("12/620 [00:52<50:17, 4.95s/it]"). Used to tell a failure before training from one during it
-# (``reason.configuration``), never to count steps.
+# ("12/620 [00:52<50:17, 4.95s/it]"), or a throughput ("images/sec: 47.9", "108.3 img/sec",
+# "tokens/s: 5120": tf_cnn_benchmarks', Horovod's, Megatron's and torchtitan's). Used to tell a
+# failure before training from one during it (``reason.configuration``), never to count steps.
 TRAINING_MARKER = re.compile(
     r"(?:(?<![-\w])(?:[Ss]tep|[Ii]ter(?:ation)?|[Ee]poch)\s*#?[:=]?\s*\d+(?![.\d])\s*(?:/\s*\d+)?"
     r"|(?i:\b(?:lm |train(?:ing)?[ _/])?loss['\"]?\s*[:=|]?\s*(?:tensor\()?[-+]?(?:\d+\.\d+(?:e[-+]?\d+)?|nan|inf)\b)"
-    r"|\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)\])"
+    r"|\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)\]"
+    r"|\d\s*(?:images|img|samples|tokens|tok|sequences|seqs)/s(?:ec)?\b"
+    r"|\b(?:images|img|samples|tokens|tok|sequences|seqs)/s(?:ec)?\s*[:=]\s*\d)"
 )
 # A tqdm bar of the set-up, not of training: Hugging Face's "Loading checkpoint shards", datasets'
 # "Map", "Filter", "Generating train split", "Downloading"... (their tqdm descriptions). Its rate
@@ -55,6 +58,10 @@ TRAINING_LITERALS = (
     "LOSS",
     "it/s",
     "s/it",
+    "/sec",
+    "s/s",
+    "img/s",
+    "tok/s",
 )  # "STEP 9.0": SLURM's
 
 

@@ -40,6 +40,7 @@ from firstfault.reason.nccl_coll import coll_mismatch
 from firstfault.reason.network import localize_network
 from firstfault.reason.refine import (
     ASSUMED_STARTUP_PENALTY,
+    apply_aer_device,
     apply_before_training,
     apply_coll_mismatch,
     apply_fr_mismatch,
@@ -81,6 +82,7 @@ def attribute(
     if win.kind == CandidateKind.COMMON:
         hyp.culprit.ranks, hyp.culprit.hosts, hyp.culprit.gpus = [], [], []
     apply_raise_site(hyp)
+    apply_aer_device(hyp, inp)
     assumed_startup = apply_before_training(hyp, win, inp)
     apply_lone_setup_rank(hyp, corr, inp)
     apply_fr_mismatch(hyp, win, inp)

@@ -145,9 +145,14 @@ class TrainingSeen:
 STARTUP = "startup"
 
 
+# Where a line says the machine failed, not the job's set-up: a kernel's or a device's own report
+# keeps its reading whenever it came (a fatal PCIe error at start-up is still the hardware's).
+_MACHINE_LAYERS = (Layer.HARDWARE, Layer.DRIVER, Layer.NETWORK)
+
+
 def pretraining_category(cat: Category, root: Event | None) -> Category | None:
     """The category a failure before training takes, or None when it keeps its own."""
-    if cat in PRETRAIN_CATEGORIES:
+    if cat in PRETRAIN_CATEGORIES and (root is None or root.layer not in _MACHINE_LAYERS):
         return Category.CONFIGURATION
     if root is not None and root.fields.get(STARTUP) == Category.CONFIGURATION.value:
         return Category.CONFIGURATION

@@ -130,6 +130,34 @@ def apply_raise_site(hyp: Hypothesis) -> None:
     hyp.reasons.append(f"{exc} raised inside the installed package {package}: a library's own code failed")
 
 
+AER_FATAL = "kernel.pcie_aer_fatal"
+AER_REPORT_LINES = 20  # the kernel's lines of one AER report: the root port's, then each device's
+
+
+def apply_aer_device(hyp: Hypothesis, ev: ReasoningInput) -> None:
+    """A fatal PCIe error names the root port, not the device behind it; the kernel's next lines
+    of the same report do ("nvidia 0000:03:00.0: AER: can't recover ..."). When one of them is a
+    GPU's, the fault is that GPU's (``gpu_hardware``), not an unknown device's."""
+    root = hyp.root_event
+    if root is None or root.signature != AER_FATAL or hyp.category != Category.UNKNOWN:
+        return
+    gpu = next(
+        (
+            e
+            for e in ev.events
+            if e.source == root.source
+            and 0 < e.line - root.line <= AER_REPORT_LINES
+            and e.layer == Layer.HARDWARE
+            and e.category == Category.GPU_HARDWARE
+        ),
+        None,
+    )
+    if gpu is None:
+        return
+    recategorize(hyp, Category.GPU_HARDWARE)
+    hyp.reasons.append(f"the fatal PCIe error's device is a GPU, as the same report goes on: {gpu.text.strip()[:160]}")
+
+
 def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInput) -> None:
     """A set-up failure or a library's bug seen on one rank, in a log that shows no other rank,
     names no culprit.

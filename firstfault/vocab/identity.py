@@ -4,7 +4,8 @@ torchrun's ``--tee`` writes ``[default3]:`` (role and *local* rank), torch's c10
 distributed errors ``[rank3]:`` (the *global* rank), ``srun -l`` ``3: `` (the global task id),
 Open MPI's ``mpirun --tag-output`` ``[1,3]<stdout>:`` (job id and MPI rank: Horovod, nccl-tests),
 pdsh's ``worker-1: `` (the host, before any of the others: DeepSpeed's and Accelerate's multi-node runs),
-and a paste's own Markdown quote marker ``> `` before them all.
+Ray's ``(RayTrainWorker pid=1584) `` (a process, not a rank), and a paste's own Markdown quote
+marker ``> `` before them all.
 Every stage that reads a raw line (parsing, the registry's self-check, reports) peels them the same way.
 """
 
@@ -32,8 +33,15 @@ PDSH_PREFIX = re.compile(
     r"(?=\[|Traceback \(most recent call last\)|  File \"|[A-Za-z_][\w.]*(?:Error|Exception)\b)"
 )
 # a tqdm progress bar the next line was printed onto (its "\r" redraws lost in the capture):
-# "  0%|          | 0/60 [00:00<?, ?it/s][rank0]:[E ...]"
-TQDM_BAR = re.compile(r"^[^\[\n]{0,80}?\d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,40}\[[^\]\n]{0,80}\](?=\[)")
+# "  0%|          | 0/60 [00:00<?, ?it/s][rank0]:[E ...]", "... 496/1155 [05:07<06:48,  1.61it/s]WARNING:torch..."
+# (a trainer's metric columns may come before the bar)
+TQDM_BAR = re.compile(r"^[^\[\n]{0,160}?\d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,40}\[[^\]\n]{0,80}\](?=[\[A-Za-z])")
+
+
+# Ray's log monitor labels each worker's line with the process that printed it ("(RayTrainWorker
+# pid=1584) ", "(pid=34272, ip=10.0.0.3) ", ray/_private/log_monitor.py / worker.py print_logs):
+# a process, not a rank, so it is peeled for what follows (an exception line, a launcher's prefix).
+RAY_PREFIX = re.compile(r"^\((?:[A-Za-z_][\w.:-]* )?pid=\d+(?:, ip=[\w.:-]+)?\) ")
 
 
 def peel_quote(text: str) -> str:
@@ -54,6 +62,8 @@ def strip_prefixes(text: str, srun: bool = True, pdsh: bool = True) -> tuple[str
     ``pdsh=False`` when the caller has peeled pdsh's host label itself (to keep the host)."""
     local_rank = rank = None
     text = peel_quote(text)
+    if text.startswith("(") and (ray := RAY_PREFIX.match(text)):
+        text = text[ray.end() :]
     if pdsh:
         text = peel_pdsh(text)[0]
     if "%|" in text and (bar := TQDM_BAR.match(text)):
