@@ -427,3 +427,15 @@ def test_a_fatal_pcie_error_behind_which_is_a_gpu_is_the_gpus(tmp_path: Path) ->
     assert str(analyze(log).category) == "gpu_hardware"
     log.write_text("[74889.542031] pcieport 0000:00:02.0: AER: Uncorrected (Fatal) error received: id=0010\n")
     assert str(analyze(log).category) == "unknown"
+
+
+def test_torchs_store_based_barrier_lines_are_a_jobs_start(tmp_path: Path) -> None:
+    """torch <= 2.0's init_process_group barrier lines (real: axolotl-ai-cloud/axolotl#276)."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "[2023-07-14 12:35:33,253] [INFO] [torch.distributed.distributed_c10d._store_based_barrier:432] [PID:18] "
+        "Added key: store_based_barrier_key:2 to store for rank: 1\n"
+        "[2023-07-14 12:35:33,277] [INFO] [torch.distributed.distributed_c10d._store_based_barrier:466] [PID:19] "
+        "Rank 2: Completed store-based barrier for key:store_based_barrier_key:2 with 3 nodes.\n"
+    )
+    assert str(analyze(log).category) == "none"
