@@ -439,3 +439,31 @@ def test_torchs_store_based_barrier_lines_are_a_jobs_start(tmp_path: Path) -> No
         "Rank 2: Completed store-based barrier for key:store_based_barrier_key:2 with 3 nodes.\n"
     )
     assert str(analyze(log).category) == "none"
+
+
+def _timeout(rank: int, seq: int, numel: int) -> str:
+    return (
+        f"[rank{rank}]:[E ProcessGroupNCCL.cpp:563] [Rank {rank}] Watchdog caught collective operation timeout: "
+        f"WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn={numel}, NumelOut={numel}, Timeout(ms)=1800000) ran for "
+        "1800093 milliseconds before timing out.\n"
+    )
+
+
+def test_a_rank_below_the_highest_seen_exists_even_when_it_printed_nothing(tmp_path: Path) -> None:
+    """Ranks are numbered from 0: when ranks 1-3 time out and no line of rank 0 is there, rank 0
+    ran and is the one they waited for (real shape: pytorch/pytorch#141069, rank 0 ran out of data).
+    The verdict says its silence rests on no line at all."""
+    log = tmp_path / "log.txt"
+    log.write_text("".join(_timeout(r, 19, 1) for r in (2, 3, 1)))
+    v = analyze(log)
+    assert str(v.category) == "hang" and v.culprit.ranks == [0]
+    assert "printed nothing" in v.summary and any("no line of rank 0" in r for r in v.reasons)
+
+
+def test_a_victim_in_another_collective_beats_a_rank_no_line_shows(tmp_path: Path) -> None:
+    """Rank 0 waits in an earlier, larger all-reduce than its peers (real shape:
+    Qwen2-VL-Finetune#17); rank 3's lines are not in the paste. The positive evidence names rank 0."""
+    log = tmp_path / "log.txt"
+    log.write_text(_timeout(0, 959, 544997376) + "".join(_timeout(r, 963, 2560) for r in (1, 5, 4, 2)))
+    v = analyze(log)
+    assert str(v.category) == "collective_mismatch" and v.culprit.ranks == [0]

@@ -36,6 +36,8 @@ class ParseResult:
         ranks.update(self.ctx.rank_dirs_local)
         if self.ctx.topology.world_size:
             ranks.update(range(self.ctx.topology.world_size))
+        if ranks and max(ranks) < settings.current().limits.max_world:
+            ranks.update(range(max(ranks) + 1))  # ranks are 0..W-1: one seen implies every lower one
         return sorted(ranks)
 
     def missing_rank_logs(self, ranks: list[int]) -> list[int]:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from statistics import median
 
 from firstfault.align import sort_key
 from firstfault.match.xid import lookup
-from firstfault.reason.causality import awaited_ranks, odd_collective
+from firstfault.reason.causality import OddCollective, awaited_ranks, odd_collective
 from firstfault.reason.correlate import (
     TEARDOWN_SIGNALS,
     Candidate,
@@ -45,6 +46,57 @@ def is_weak(c: Candidate) -> bool:
     return c.event is not None and c.event.fields.get("weak_root") == "1"
 
 
+@dataclass(frozen=True)
+class _Suspects:
+    """Who a hang's victims may have waited for, strongest evidence first (see ``_suspects``)."""
+
+    quiet: list[int]
+    unseen: list[int]
+    awaited: dict[int, int]
+    odd: OddCollective | None
+    pool: list[int]
+
+
+def _suspects(corr: Correlation, victims: set[int], prog: dict[int, RankProgress]) -> _Suspects:
+    """Quiet ranks a line shows (or the victims name), else the rank in an odd collective, else
+    quiet ranks no line shows. A rank implied only by the numbering or the world size is quiet for
+    want of lines, which a paste may simply have cut: positive evidence about the victims comes
+    before it."""
+    quiet = [r for r, v in corr.ranks.items() if v.first_cascade is None and v.first_root is None]
+    unseen = [r for r in quiet if not corr.ranks[r].events and not corr.ranks[r].exits and r not in prog]
+    # victims that name whom they wait for (a store key, a monitored barrier) point at the culprit
+    awaited = awaited_ranks(e for e in corr.errors if e.role == Role.CASCADE)  # rank-less ones too
+    quiet += [r for r in sorted(awaited) if r not in quiet and r not in victims]
+    seen = [r for r in quiet if r not in unseen or r in awaited]
+    # no quiet rank seen: every rank that printed was a victim; only positive evidence names one of them
+    odd = None if seen else odd_collective(corr.errors)
+    pool = seen or (odd.ranks if odd is not None else []) or unseen
+    return _Suspects(quiet, unseen, awaited, odd, list(pool))
+
+
+def _quiet_reading(r: int, sus: _Suspects, victims: int, timeouts: bool, exiting: bool) -> tuple[Category, list[str]]:
+    """What a quiet suspect's silence means: a hang when its peers timed out, an exit when their
+    connections to it closed (an early, error-less end when it was already shutting down)."""
+    reasons = []
+    cat = Category.HANG
+    if r in sus.unseen and r not in sus.awaited:
+        reasons.append(
+            f"no line of rank {r} is in the log (ranks are numbered from 0, or the world size says it ran); "
+            "a paste may have left its lines out"
+        )
+    if r in sus.quiet and timeouts:
+        reasons.append(f"rank {r} reported no error while {victims} peer(s) timed out waiting for it")
+    elif r in sus.quiet:
+        cat = Category.APPLICATION_ERROR if exiting else Category.PROCESS_CRASH
+        reasons.append(f"rank {r} reported no error while {victims} peer(s) saw their connections to it close")
+        if exiting:
+            reasons.append(
+                "it was already shutting down (interpreter exit, no Python frame) when torchrun stopped it: "
+                "the program ended on that rank without an error (sys.exit or an early return)"
+            )
+    return cat, reasons
+
+
 def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
     """Ranks that never complained while their peers timed out: the hang's usual culprit."""
     victims = {r for r, v in corr.ranks.items() if v.first_cascade is not None}
@@ -55,13 +107,9 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
     fr_pos_of: dict[int, int] = {}
     for i, c in enumerate(fr_list):
         fr_pos_of.setdefault(c.rank, i)
-    quiet = [r for r, v in corr.ranks.items() if v.first_cascade is None and v.first_root is None]
-    # victims that name whom they wait for (a store key, a monitored barrier) point at the culprit
-    awaited = awaited_ranks(e for e in corr.errors if e.role == Role.CASCADE)  # rank-less ones too
-    quiet += [r for r in sorted(awaited) if r not in quiet and r not in victims]
-    # no quiet rank: every rank that printed was a victim; only positive evidence names one of them
-    odd = None if quiet else odd_collective(corr.errors)
-    pool = quiet or (odd.ranks if odd is not None else []) or _behind_or_named(corr, prog, fr_pos_of)
+    sus = _suspects(corr, victims, prog)
+    awaited, odd = sus.awaited, sus.odd
+    pool = sus.pool or _behind_or_named(corr, prog, fr_pos_of)
     if not pool and not fr_list:
         return [_nobody_stands_out(corr, victims, ev)]
     # a rank that entered the collective with other arguments times out like its peers: not quiet
@@ -72,20 +120,9 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
     out = []
     for r in pool:
         p = prog.get(r)
-        reasons = []
-        cat = Category.HANG
         view = corr.ranks.get(r) or RankView(r)  # a rank the victims name but that printed nothing
         exiting = any(e.signature == "python.faulthandler_no_frame" for e in view.events)
-        if r in quiet and timeouts:
-            reasons.append(f"rank {r} reported no error while {len(victims)} peer(s) timed out waiting for it")
-        elif r in quiet:
-            cat = Category.APPLICATION_ERROR if exiting else Category.PROCESS_CRASH
-            reasons.append(f"rank {r} reported no error while {len(victims)} peer(s) saw their connections to it close")
-            if exiting:
-                reasons.append(
-                    "it was already shutting down (interpreter exit, no Python frame) when torchrun stopped it: "
-                    "the program ended on that rank without an error (sys.exit or an early return)"
-                )
+        cat, reasons = _quiet_reading(r, sus, len(victims), timeouts, exiting)
         if odd is not None and r in odd.ranks:
             cat = Category.COLLECTIVE_MISMATCH
             reasons.append(odd.reason)

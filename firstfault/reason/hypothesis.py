@@ -109,7 +109,9 @@ def _what(c: Candidate, cat: Category, corr: Correlation) -> str:
         timed_out = any(
             v.first_cascade is not None and v.first_cascade.category == Category.HANG for v in corr.ranks.values()
         )
-        return "stopped making progress; " + (
+        view = corr.ranks.get(c.rank)
+        how = "printed nothing in the log" if view is None or not view.events else "stopped making progress"
+        return f"{how}; " + (
             "its peers timed out waiting for it" if timed_out else "the job was stalled on it before the first error"
         )
     elif c.kind == CandidateKind.SILENT and cat == Category.COLLECTIVE_MISMATCH:
