@@ -109,7 +109,7 @@ def _what(c: Candidate, cat: Category, corr: Correlation) -> str:
         timed_out = any(
             v.first_cascade is not None and v.first_cascade.category == Category.HANG for v in corr.ranks.values()
         )
-        view = corr.ranks.get(c.rank)
+        view = corr.ranks.get(c.rank) if c.rank is not None else None
         how = "printed nothing in the log" if view is None or not view.events else "stopped making progress"
         return f"{how}; " + (
             "its peers timed out waiting for it" if timed_out else "the job was stalled on it before the first error"
