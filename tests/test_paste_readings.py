@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from firstfault.pipeline import analyze
+from firstfault.vocab import Verdict
 
 
 def test_headless_traceback_keeps_its_frames(tmp_path: Path) -> None:
@@ -246,17 +247,25 @@ def test_a_mangled_torchelastic_failure_keeps_its_exit_code() -> None:
     assert str(v.category) == "host_oom"
 
 
+def _analyze_text(tmp_path: Path, text: str, name: str = "log.txt") -> Verdict:
+    """The verdict on a paste of ``text`` saved as ``name``."""
+    log = tmp_path / name
+    log.write_text(text)
+    return analyze(log)
+
+
 def test_nccl_tests_footer_is_a_finished_run_not_an_error(tmp_path: Path) -> None:
     """nccl-tests prints "# Errors with asterisks ..." under every checked table (real lines,
     ROCm/rccl#2078): a footnote, and "Out of bounds values : 0 OK" is the run's good end."""
-    log = tmp_path / "log.txt"
-    log.write_text(
-        " 17179869184    4294967296     float     sum      -1    89235  192.52  360.98      0    89189  192.62  361.17      0\n"
-        "# Errors with asterisks indicate errors that have exceeded the maximum threshold.\n"
-        "# Out of bounds values : 0 OK\n"
-        "# Collective test concluded: all_reduce_perf\n"
+    v = _analyze_text(
+        tmp_path,
+        (
+            " 17179869184    4294967296     float     sum      -1    89235  192.52  360.98      0    89189  192.62  361.17      0\n"
+            "# Errors with asterisks indicate errors that have exceeded the maximum threshold.\n"
+            "# Out of bounds values : 0 OK\n"
+            "# Collective test concluded: all_reduce_perf\n"
+        ),
     )
-    v = analyze(log)
     assert str(v.category) == "none" and "ended well" in v.summary
 
 
@@ -296,12 +305,13 @@ def test_info_lines_of_a_ddp_job_make_it_a_job_log(tmp_path: Path) -> None:
 
 def test_a_nan_in_a_metrics_column_is_numerical(tmp_path: Path) -> None:
     """A trainer that keeps logging after its loss went NaN never raises (real: NVIDIA-NeMo/Automodel#1883)."""
-    log = tmp_path / "log.txt"
-    log.write_text(
-        "step 10 | loss 2.6030 | grad_norm  9.9375\nstep 11 | loss 2.3224 | grad_norm     nan\n"
-        "step 12 | loss    nan | grad_norm     nan\n"
+    v = _analyze_text(
+        tmp_path,
+        (
+            "step 10 | loss 2.6030 | grad_norm  9.9375\nstep 11 | loss 2.3224 | grad_norm     nan\n"
+            "step 12 | loss    nan | grad_norm     nan\n"
+        ),
     )
-    v = analyze(log)
     assert str(v.category) == "numerical"
     assert v.root_event is not None and v.root_event.text.startswith("step 11")
 
@@ -321,15 +331,16 @@ def test_a_launcher_child_killed_by_sigkill_is_an_exit_record(tmp_path: Path) ->
     """`accelerate launch` re-raises its child's death by SIGKILL (real: huggingface/autotrain-advanced#456):
     an exit on signal 9 with no error of its own, read as the OOM killer's; the traceback's
     source line ("raise subprocess.CalledProcessError(...)") is code, not an error message."""
-    log = tmp_path / "log.txt"
-    log.write_text(
-        "Traceback (most recent call last):\n"
-        '  File "/usr/local/lib/python3.10/dist-packages/accelerate/commands/launch.py", line 637, in simple_launcher\n'
-        "    raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)\n"
-        "subprocess.CalledProcessError: Command '['/usr/bin/python3', '-m', 'autotrain.trainers.clm', "
-        "'--training_config', 'autotrain-LLM/training_params.json']' died with <Signals.SIGKILL: 9>.\n"
+    v = _analyze_text(
+        tmp_path,
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/usr/local/lib/python3.10/dist-packages/accelerate/commands/launch.py", line 637, in simple_launcher\n'
+            "    raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)\n"
+            "subprocess.CalledProcessError: Command '['/usr/bin/python3', '-m', 'autotrain.trainers.clm', "
+            "'--training_config', 'autotrain-LLM/training_params.json']' died with <Signals.SIGKILL: 9>.\n"
+        ),
     )
-    v = analyze(log)
     assert str(v.category) == "host_oom"
     assert v.root_event is not None and v.root_event.fields.get("exitcode") == "-9"
 
@@ -353,15 +364,16 @@ def test_a_collectors_time_before_an_mpi_tag_is_the_lines_time(tmp_path: Path) -
 def test_deepspeeds_dead_child_names_its_local_rank_across_a_wrapped_line(tmp_path: Path) -> None:
     """DeepSpeed's launcher prints the dead child's command list ('--local_rank=1') and a
     terminal wrapped it over lines (real: AnomalyGPT#43): the exit is that rank's."""
-    log = tmp_path / "log.txt"
-    log.write_text(
-        "[2023-11-13 16:59:54,760] [INFO] [launch.py:314:sigkill_handler] Killing subprocess 9439\n"
-        "[2023-11-13 16:59:55,650] [ERROR] [launch.py:320:sigkill_handler] ['/opt/conda/bin/python', '-u', "
-        "'train_mvtec.py', '--local_rank=1', '--model', 'openllama_peft', '--stage', '1', \n"
-        "'../data/images/', '--save_path', './ckpt/train_mvtec/'\n"
-        "] exits with return code = -9\n"
+    v = _analyze_text(
+        tmp_path,
+        (
+            "[2023-11-13 16:59:54,760] [INFO] [launch.py:314:sigkill_handler] Killing subprocess 9439\n"
+            "[2023-11-13 16:59:55,650] [ERROR] [launch.py:320:sigkill_handler] ['/opt/conda/bin/python', '-u', "
+            "'train_mvtec.py', '--local_rank=1', '--model', 'openllama_peft', '--stage', '1', \n"
+            "'../data/images/', '--save_path', './ckpt/train_mvtec/'\n"
+            "] exits with return code = -9\n"
+        ),
     )
-    v = analyze(log)
     assert v.culprit.ranks == [1] and str(v.category) == "host_oom"
 
 
@@ -394,14 +406,15 @@ def test_rays_worker_prefix_is_peeled_like_a_launchers(tmp_path: Path) -> None:
 def test_a_hang_up_signal_is_the_terminal_closing(tmp_path: Path) -> None:
     """torchrun passing SIGHUP (signal 1) to its workers: the terminal that started the job
     closed (real: ultralytics/ultralytics#918, a progress bar the warning was printed onto)."""
-    log = tmp_path / "log.txt"
-    log.write_text(
-        "     39/100      13.9G      2.252      3.897      2.851      1.791         48        768:  43%|████▎     | "
-        "496/1155 [05:07<06:48,  1.61it/s]WARNING:torch.distributed.elastic.agent.server.api:Received 1 death "
-        "signal, shutting down workers\n"
-        "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4193 closing signal SIGHUP\n"
+    v = _analyze_text(
+        tmp_path,
+        (
+            "     39/100      13.9G      2.252      3.897      2.851      1.791         48        768:  43%|████▎     | "
+            "496/1155 [05:07<06:48,  1.61it/s]WARNING:torch.distributed.elastic.agent.server.api:Received 1 death "
+            "signal, shutting down workers\n"
+            "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4193 closing signal SIGHUP\n"
+        ),
     )
-    v = analyze(log)
     assert str(v.category) == "configuration"
     assert v.root_event is not None and v.root_event.text.startswith("WARNING:torch.distributed")
 
