@@ -67,3 +67,20 @@ def test_agreeing_calls_and_ambiguous_communicators_are_no_mismatch(tmp_path: Pa
     second = "".join(_call(r, 100 + r, f"0x7f99e005a2{r}0", 1, 4096) for r in range(4))
     log.write_text(_trace(odd_rank=-1) + second)
     assert str(analyze(log).category) == "none"
+
+
+def test_one_process_driving_several_gpus_is_several_members(tmp_path: Path) -> None:
+    """nccl-tests -g 2: one process, one communicator member per GPU (its '[dev]' in the prefix)."""
+    lines = []
+    for pid, host in ((100, "node1"), (101, "node2")):
+        for dev in (0, 1):
+            count = 4096 if (pid, dev) == (101, 1) else 1024
+            lines.append(
+                f"{host}:{pid}:{pid} [{dev}] NCCL INFO AllReduce: opCount 0 sendbuff 0x7f88e4000000 recvbuff "
+                f"0x7f88e4000000 count {count} datatype 7 op 0 root 0 comm 0x55{pid}{dev}0 [nranks=4] stream 0x55f2\n"
+            )
+    log = tmp_path / "nccl.log"
+    log.write_text("".join(lines))
+    v = analyze(log)
+    assert str(v.category) == "collective_mismatch"
+    assert "node2:101 (CUDA device 1)" in v.summary

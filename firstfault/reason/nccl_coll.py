@@ -8,11 +8,12 @@ each other), and the trace is the only record of which process called something 
 what NCCL's maintainers ask for in a suspected mismatch (NVIDIA/nccl#147), and the flight
 recorder's first-divergent-entry reading (``reason.causality``) applied to NCCL's log.
 
-The comparison is made only where it is sound: calls are grouped by process (host and pid) and
-by communicator size, and a size for which some process holds two communicators is skipped
-(their ``opCount`` series cannot be told apart across processes). The odd process is named only
-when the others agree by a strict majority; its rank comes from NCCL's ``Init COMPLETE`` line for
-the same process and communicator, or from the line's own prefix.
+The comparison is made only where it is sound: calls are grouped by process (host, pid and CUDA
+device, since one process may drive several GPUs) and by communicator size, and a size for which
+some process holds two communicators is skipped (their ``opCount`` series cannot be told apart
+across processes). The odd process is named only when the others agree by a strict majority; its
+rank comes from NCCL's ``Init COMPLETE`` line for the same process and communicator, or from the
+line's own prefix.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ _P2P = frozenset({"Send", "Recv"})  # point-to-point: the peer differs by design
 # ncclDataType_t (NCCL src/nccl.h.in): the numbers the trace prints
 _DATATYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16")
 
-Process = tuple[str, str]  # (host, pid)
+Process = tuple[str, str, str]  # (host, pid, CUDA device): one process may drive several GPUs (nccl-tests -g N)
 Call = tuple[str, str, str, str, str]  # (collective, count, datatype, op, root)
 
 
@@ -54,13 +55,12 @@ class CollMismatch:
 
 
 def _process(e: Event) -> Process:
-    return (e.fields.get("nccl_host") or e.host or "", e.fields.get("pid", ""))
+    return (e.fields.get("nccl_host") or e.host or "", e.fields.get("pid", ""), e.fields.get("nccl_dev", ""))
 
 
 def _where(e: Event) -> str:
     """A process the trace shows but no line ranks: its host, pid and CUDA device."""
-    host, pid = _process(e)
-    dev = e.fields.get("nccl_dev")
+    host, pid, dev = _process(e)
     return f"process {host}:{pid}" + (f" (CUDA device {dev})" if dev else "")
 
 
