@@ -37,7 +37,7 @@ def _reference(lines: list[str], ctx: ParseContext) -> None:
         text = strip_prefixes(raw)[0]
         ts = parse_timestamp(text, ctx.year_hint)
         last_ts = ts if ts is not None else last_ts
-        if progress_mod.TRAINING_MARKER.search(text) is None:
+        if not progress_mod.training_line(text):
             continue
         ctx.training_seen = True
         if last_ts is not None and (ctx.training_ts is None or last_ts < ctx.training_ts):

@@ -480,3 +480,15 @@ def test_a_victim_in_another_collective_beats_a_rank_no_line_shows(tmp_path: Pat
     log.write_text(_timeout(0, 959, 544997376) + "".join(_timeout(r, 963, 2560) for r in (1, 5, 4, 2)))
     v = analyze(log)
     assert str(v.category) == "collective_mismatch" and v.culprit.ranks == [0]
+
+
+def test_a_job_evidence_line_is_noted_not_kept(tmp_path: Path) -> None:
+    """Lines that only show a job printed them (every rank's barrier-device warning) make the
+    log a job's but are no events: at 16,384 ranks one each would cost seconds for nothing."""
+    line = (
+        "[rank{r}]:[W106 17:08:03.158159859 ProcessGroupNCCL.cpp:4561] [PG ID 0 PG GUID 0 Rank {r}]  using GPU {r} "
+        "to perform barrier as devices used by this process are currently unknown. This can potentially cause a "
+        "hang if this rank to GPU mapping is incorrect.\n"
+    )
+    v = _analyze_text(tmp_path, "".join(line.format(r=r) for r in range(4)))
+    assert str(v.category) == "none" and v.stats["events"] == 0

@@ -154,6 +154,13 @@ class Registry:
         for lit in ERROR_LITERALS:  # error lines no signature knows are flagged too (match.unrecognised)
             by_literal.setdefault(lit, [])
         self._literals = by_literal
+        # literals only evidence-only signatures (``sets.evidence``) use: once a job is seen, a line
+        # holding nothing else cannot add anything, and at 16,384 ranks is not worth reading again
+        self.evidence_literals = frozenset(
+            lit
+            for lit, idxs in by_literal.items()
+            if idxs and all(self.signatures[i].sets.get("evidence") == "1" for i in idxs)
+        )
         self._prefer = prefilter
         self._cache: dict[tuple[str, str, bool], LineMatch | None] = {}
         self._finder: AhoCorasickFinder | HyperscanFinder | None = None

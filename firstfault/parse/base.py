@@ -121,6 +121,8 @@ class ParseContext:
     job_files: set[str] = field(default_factory=set)
     # training was seen under way (a step, a loss, a tqdm rate) and the earliest time of such a line
     training_seen: bool = False
+    # a line of a signature that is evidence of a job and nothing more (``sets.evidence``): noted, no event
+    job_evidence: bool = False
     training_ts: float | None = None
     # "file:line: text" of a step counter at its total ("step 150/150"): training reached its end
     training_end: str | None = None

@@ -37,6 +37,11 @@ class LineClassifier(Protocol):
     @property
     def finder(self) -> Finder: ...
 
+    @property
+    def evidence_literals(self) -> frozenset[str]:
+        """Literals that only signatures of job evidence (``sets.evidence``) use."""
+        ...
+
     def classify(
         self, line: str, file_kind: str, literal_hits: Iterable[str] | None, unrecognised: bool = False
     ) -> LineMatch | None:

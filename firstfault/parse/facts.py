@@ -53,7 +53,7 @@ def training_marks(lines: list[str], ctx: ParseContext, blob: str | None = None)
         if not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
             continue
         text = strip_prefixes(raw)[0]
-        if progress_mod.TRAINING_MARKER.search(text) is None or progress_mod.SETUP_BAR.search(text):
+        if not progress_mod.training_line(text) or progress_mod.SETUP_BAR.search(text):
             continue
         ctx.training_seen = True
         ts = _time_at_or_above(lines, i, ctx)

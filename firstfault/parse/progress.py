@@ -36,10 +36,19 @@ STEP_OF_TOTAL = re.compile(r"(?<![-\w])(?:[Ss]tep|[Ii]ter(?:ation)?)\s*[:=]?\s*(
 TRAINING_MARKER = re.compile(
     r"(?:(?<![-\w])(?:[Ss]tep|[Ii]ter(?:ation)?|[Ee]poch)\s*#?[:=]?\s*\d+(?![.\d])\s*(?:/\s*\d+)?"
     r"|(?i:\b(?:lm |train(?:ing)?[ _/])?loss['\"]?\s*[:=|]?\s*(?:tensor\()?[-+]?(?:\d+\.\d+(?:e[-+]?\d+)?|nan|inf)\b)"
-    r"|\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)\]"
-    r"|\d\s*(?:images|img|samples|tokens|tok|sequences|seqs)/s(?:ec)?\b"
-    r"|\b(?:images|img|samples|tokens|tok|sequences|seqs)/s(?:ec)?\s*[:=]\s*\d)"
+    r"|\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)\])"
 )
+# A throughput, apart: searched only on a line holding "/s" (most lines do not), so the marker
+# above stays one cheap scan for the lines that hold a step or loss word
+THROUGHPUT = re.compile(
+    r"\d\s*(?:images|img|samples|tokens|tok|sequences|seqs)/s(?:ec)?\b"
+    r"|\b(?:images|img|samples|tokens|tok|sequences|seqs)/s(?:ec)?\s*[:=]\s*\d"
+)
+
+
+def training_line(text: str) -> bool:
+    """Does this line show training under way (a step, a loss, a rate or a throughput)?"""
+    return TRAINING_MARKER.search(text) is not None or ("/s" in text and THROUGHPUT.search(text) is not None)
 # A tqdm bar of the set-up, not of training: Hugging Face's "Loading checkpoint shards", datasets'
 # "Map", "Filter", "Generating train split", "Downloading"... (their tqdm descriptions). Its rate
 # says nothing about steps; a job that failed after it failed before training.
@@ -58,10 +67,13 @@ TRAINING_LITERALS = (
     "LOSS",
     "it/s",
     "s/it",
-    "/sec",
-    "s/s",
+    "images/s",
     "img/s",
+    "samples/s",
+    "tokens/s",
     "tok/s",
+    "sequences/s",
+    "seqs/s",
 )  # "STEP 9.0": SLURM's
 
 

@@ -68,6 +68,7 @@ class ParseResult:
             or self.ctx.has_rank_files
             or self.ctx.has_error_files
             or self.ctx.has_job_output_kind
+            or self.ctx.job_evidence
         )
 
     def launched(self) -> bool:

@@ -32,6 +32,7 @@ from firstfault.vocab.timefmt import year_of
 from firstfault.vocab.topology import Topology
 
 MAX_CONTEXT = 30
+EVIDENCE = "evidence"  # a signature's ``sets = { evidence = "1" }``
 
 
 def _frames(hit: Hit) -> tuple[str, ...]:
@@ -197,6 +198,8 @@ def parse_stream(
         stats["flagged"] = stats.get("flagged", 0) + 1
         if parser.is_copy(hit):
             continue
+        if ctx.job_evidence and hit.literals and classifier.evidence_literals.issuperset(hit.literals):
+            continue  # the job is already seen: a line that can only say so again is not read
         info = parser.locate(hit)
         if sf.attempt is not None and info.ts is not None:
             start = ctx.attempt_start.get(sf.attempt)
@@ -204,6 +207,11 @@ def parse_stream(
                 ctx.attempt_start[sf.attempt] = info.ts
         got = classifier.classify(info.text, sf.kind, hit.literals, unrecognised=parser.job_output)
         if got is None:
+            continue
+        if got.fields.get(EVIDENCE):
+            # a line that says only "a job printed this" (a start-up note every rank prints): an event
+            # a rank at 16,384 ranks costs seconds downstream and tells attribution nothing
+            ctx.job_evidence = True
             continue
         fields = dict(got.fields)  # hooks and later stages write into an event's own fields
         if "cause" in fields:

@@ -41,6 +41,7 @@ TQDM_BAR = re.compile(r"^[^\[\n]{0,160}?\d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,40}\[
 # Ray's log monitor labels each worker's line with the process that printed it ("(RayTrainWorker
 # pid=1584) ", "(pid=34272, ip=10.0.0.3) ", ray/_private/log_monitor.py / worker.py print_logs):
 # a process, not a rank, so it is peeled for what follows (an exception line, a launcher's prefix).
+_QUOTE_OR_RAY = ">("
 RAY_PREFIX = re.compile(r"^\((?:[A-Za-z_][\w.:-]* )?pid=\d+(?:, ip=[\w.:-]+)?\) ")
 
 
@@ -61,9 +62,11 @@ def strip_prefixes(text: str, srun: bool = True, pdsh: bool = True) -> tuple[str
     """Remove launcher prefixes; returns (text, local_rank, global_rank) where they said.
     ``pdsh=False`` when the caller has peeled pdsh's host label itself (to keep the host)."""
     local_rank = rank = None
-    text = peel_quote(text)
-    if text.startswith("(") and (ray := RAY_PREFIX.match(text)):
-        text = text[ray.end() :]
+    if text[:1] in _QUOTE_OR_RAY and text:  # one test on every line: "> " (peel_quote) or Ray's "(... pid=N) "
+        if text.startswith("> "):
+            text = text[2:]
+        elif ray := RAY_PREFIX.match(text):
+            text = text[ray.end() :]
     if pdsh:
         text = peel_pdsh(text)[0]
     if "%|" in text and (bar := TQDM_BAR.match(text)):
