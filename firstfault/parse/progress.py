@@ -49,6 +49,8 @@ THROUGHPUT = re.compile(
 def training_line(text: str) -> bool:
     """Does this line show training under way (a step, a loss, a rate or a throughput)?"""
     return TRAINING_MARKER.search(text) is not None or ("/s" in text and THROUGHPUT.search(text) is not None)
+
+
 # A tqdm bar of the set-up, not of training: Hugging Face's "Loading checkpoint shards", datasets'
 # "Map", "Filter", "Generating train split", "Downloading"... (their tqdm descriptions). Its rate
 # says nothing about steps; a job that failed after it failed before training.
