@@ -242,15 +242,14 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
     reg = None if corr.errors or coll is not None else unregistered(inp.events)
     root, culprit = None, Culprit()
     if coll is not None:
-        on = f" on rank {coll.ranks[0]}" if coll.ranks else ""
         cat, summary, conf, act = (
             Category.COLLECTIVE_MISMATCH,
-            f"collective mismatch{on}: {coll.describe()}",
+            coll.summary(),
             0.6,
             DEFAULT_ACTION[Category.COLLECTIVE_MISMATCH],
         )
         root = coll.odd[0] if coll.odd else None
-        culprit = Culprit(ranks=list(coll.ranks), hosts=sorted({e.host for e in coll.odd if e.host}))
+        culprit = Culprit(ranks=list(coll.ranks), hosts=coll.hosts)
     elif reg is not None:
         cat, summary, conf, act = (
             Category.CONFIGURATION,

@@ -45,6 +45,15 @@ class CollMismatch:
     ranks: list[int]  # their ranks, where known
     processes: int  # how many processes the trace shows at that call
 
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({e.host for e in self.odd if e.host})
+
+    def summary(self) -> str:
+        """The verdict's summary: the category, the first odd rank where one is known, the call."""
+        on = f" on rank {self.ranks[0]}" if self.ranks else ""
+        return f"collective mismatch{on}: {self.describe()}"
+
     def describe(self) -> str:
         who = ", ".join(f"rank {r}" for r in self.ranks) if self.ranks else ", ".join(map(_where, self.odd))
         odd = _call(self.odd[0]) if self.odd else self.common

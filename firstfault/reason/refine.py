@@ -228,9 +228,8 @@ def apply_coll_mismatch(hyp: Hypothesis, ev: ReasoningInput) -> None:
     recategorize(hyp, Category.COLLECTIVE_MISMATCH)
     if coll.ranks:
         hyp.culprit.ranks = list(coll.ranks)
-        hyp.culprit.hosts = sorted({e.host for e in coll.odd if e.host})
-    on = f" on rank {coll.ranks[0]}" if coll.ranks else ""
-    hyp.summary = f"collective mismatch{on}: {coll.describe()}"
+        hyp.culprit.hosts = coll.hosts
+    hyp.summary = coll.summary()
     hyp.reasons.append(f"the timeouts follow from a mismatched call: {coll.describe()}")
 
 
