@@ -63,7 +63,7 @@ def _suspects(corr: Correlation, victims: set[int], prog: dict[int, RankProgress
     want of lines, which a paste may simply have cut: positive evidence about the victims comes
     before it."""
     quiet = [r for r, v in corr.ranks.items() if v.first_cascade is None and v.first_root is None]
-    unseen = [r for r in quiet if not corr.ranks[r].events and not corr.ranks[r].exits and r not in prog]
+    unseen = [r for r in quiet if corr.ranks[r].left_no_line(prog)]
     # victims that name whom they wait for (a store key, a monitored barrier) point at the culprit
     awaited = awaited_ranks(e for e in corr.errors if e.role == Role.CASCADE)  # rank-less ones too
     quiet += [r for r in sorted(awaited) if r not in quiet and r not in victims]
@@ -81,8 +81,8 @@ def _quiet_reading(r: int, sus: _Suspects, victims: int, timeouts: bool, exiting
     cat = Category.HANG
     if r in sus.unseen and r not in sus.awaited:
         reasons.append(
-            f"no line of rank {r} is in the log (ranks are numbered from 0, or the world size says it ran); "
-            "a paste may have left its lines out"
+            f"no line of rank {r} is in the log that shows what it did (no error, exit or progress line; ranks "
+            "are numbered from 0, or the world size says it ran); a paste may have left its lines out"
         )
     if r in sus.quiet and timeouts:
         reasons.append(f"rank {r} reported no error while {victims} peer(s) timed out waiting for it")

@@ -15,7 +15,7 @@ evidence make a candidate:
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 
 from firstfault.match.unrecognised import UNRECOGNISED
@@ -69,6 +69,11 @@ class RankView:
     events: list[Event] = field(default_factory=list)
     hosts: set[str] = field(default_factory=set)
     unrecognised: list[Event] = field(default_factory=list)  # its own error lines no signature knows
+
+    def left_no_line(self, progressed: Container[int]) -> bool:
+        """No event of this rank (an error, an exit, a tear-down) and no progress line: what is
+        known of it comes from the numbering, the world size or its peers (noise lines aside)."""
+        return not self.events and self.rank not in progressed
 
 
 @dataclass

@@ -7,6 +7,8 @@ the signature's, else the category's default (:data:`DEFAULT_ACTION`).
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from firstfault.reason.correlate import SHUTDOWN_ABORTS, Candidate, Correlation, exit_signal, same_process
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.vocab import Action, CandidateKind, Category, Culprit, Event, Hypothesis, Layer, Role
@@ -98,8 +100,9 @@ def _sigkill_reading(c: Candidate, kernel_logs: bool) -> Category:
     return Category.HOST_OOM
 
 
-def _what(c: Candidate, cat: Category, corr: Correlation) -> str:
-    """What the hypothesis says happened: the root's own line, or what the candidate's kind implies."""
+def _what(c: Candidate, cat: Category, corr: Correlation, progressed: Container[int]) -> str:
+    """What the hypothesis says happened: the root's own line, or what the candidate's kind implies
+    (``progressed``: the ranks a progress line shows)."""
     root = c.event
     if root is not None:
         return root.text.strip()
@@ -110,7 +113,8 @@ def _what(c: Candidate, cat: Category, corr: Correlation) -> str:
             v.first_cascade is not None and v.first_cascade.category == Category.HANG for v in corr.ranks.values()
         )
         view = corr.ranks.get(c.rank) if c.rank is not None else None
-        how = "printed nothing in the log" if view is None or not view.events else "stopped making progress"
+        silent = view is None or view.left_no_line(progressed)
+        how = "printed nothing in the log" if silent else "stopped making progress"
         return f"{how}; " + (
             "its peers timed out waiting for it" if timed_out else "the job was stalled on it before the first error"
         )
@@ -146,7 +150,7 @@ def hypothesis(c: Candidate, corr: Correlation, ev: ReasoningInput) -> Hypothesi
     if c.event is not None and c.event.signature in ev.action_of:
         action = ev.action_of[c.event.signature]
     root = c.event
-    what = _what(c, cat, corr)
+    what = _what(c, cat, corr, {p.rank for p in ev.progress})
     job_level = root is not None and root.fields.get("job_level") == "1"
     if job_level:  # the scheduler's word about the whole job (a cancel, a time limit, its memory limit)
         ranks, hosts = [], []
