@@ -41,7 +41,6 @@ TQDM_BAR = re.compile(r"^[^\[\n]{0,160}?\d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,40}\[
 # Ray's log monitor labels each worker's line with the process that printed it ("(RayTrainWorker
 # pid=1584) ", "(pid=34272, ip=10.0.0.3) ", ray/_private/log_monitor.py / worker.py print_logs):
 # a process, not a rank, so it is peeled for what follows (an exception line, a launcher's prefix).
-_QUOTE_OR_RAY = ">("
 RAY_PREFIX = re.compile(r"^\((?:[A-Za-z_][\w.:-]* )?pid=\d+(?:, ip=[\w.:-]+)?\) ")
 
 
@@ -60,15 +59,15 @@ def peel_pdsh(text: str) -> tuple[str, str | None]:
 
 def strip_prefixes(text: str, srun: bool = True, pdsh: bool = True) -> tuple[str, int | None, int | None]:
     """Remove launcher prefixes; returns (text, local_rank, global_rank) where they said.
-    ``pdsh=False`` when the caller has peeled pdsh's host label itself (to keep the host)."""
+    ``pdsh=False`` when the caller has peeled the quote marker and pdsh's host label itself (to
+    keep the host: ``parse.base.SourceParser.strip``)."""
     local_rank = rank = None
-    if text[:1] in _QUOTE_OR_RAY and text:  # one test on every line: "> " (peel_quote) or Ray's "(... pid=N) "
-        if text.startswith("> "):
-            text = text[2:]
-        elif ray := RAY_PREFIX.match(text):
-            text = text[ray.end() :]
     if pdsh:
+        if text.startswith("> "):  # peel_quote, inline: this runs on every line of a file's head and tail
+            text = text[2:]
         text = peel_pdsh(text)[0]
+    if text[:1] == "(" and (ray := RAY_PREFIX.match(text)):
+        text = text[ray.end() :]
     if "%|" in text and (bar := TQDM_BAR.match(text)):
         text = text[bar.end() :]
     if text.find(">:", 0, 64) >= 0 and (mpi := MPI_PREFIX.match(text)):
