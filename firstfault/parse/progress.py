@@ -40,10 +40,9 @@ TRAINING_MARKER = re.compile(
 )
 # A throughput, apart: searched only on a line holding "/s" (most lines do not), so the marker
 # above stays one cheap scan for the lines that hold a step or loss word
-THROUGHPUT = re.compile(
-    r"\d\s*(?:images|img|samples|tokens|tok|sequences|seqs)/s(?:ec)?\b"
-    r"|\b(?:images|img|samples|tokens|tok|sequences|seqs)/s(?:ec)?\s*[:=]\s*\d"
-)
+RATE_UNITS = ("images", "img", "samples", "tokens", "tok", "sequences", "seqs")
+_UNIT = "|".join(RATE_UNITS)
+THROUGHPUT = re.compile(rf"\d\s*(?:{_UNIT})/s(?:ec)?\b|\b(?:{_UNIT})/s(?:ec)?\s*[:=]\s*\d")
 
 
 def training_line(text: str) -> bool:
@@ -69,13 +68,7 @@ TRAINING_LITERALS = (
     "LOSS",
     "it/s",
     "s/it",
-    "images/s",
-    "img/s",
-    "samples/s",
-    "tokens/s",
-    "tok/s",
-    "sequences/s",
-    "seqs/s",
+    *(f"{unit}/s" for unit in RATE_UNITS),
 )  # "STEP 9.0": SLURM's
 
 
