@@ -148,10 +148,12 @@ def parse_forked(
                 while k < len(groups) and busy():
                     replies[k] = pool.apply(_pickled_worker, (groups[k],))
                     k += 1
+                _end(pool)
         if k < len(groups):
             with mp.get_context("fork").Pool(jobs, initializer=_quiet_worker) as pool:
                 for j, reply in enumerate(pool.imap(_pickled_worker, groups[k:]), k):
                     replies[j] = reply
+                _end(pool)
     finally:
         _FORKED = None
     events: list[Event] = []
@@ -175,6 +177,15 @@ def parse_forked(
     for i, e in enumerate(events):
         e.id = i
     return events
+
+
+def _end(pool: Any) -> None:
+    """End a pool whose work is done by letting its workers finish: ``close`` sends each its end
+    of the task queue. Leaving it to the ``with`` block's ``terminate`` SIGTERMs workers that wait
+    on the queue while one of them holds its read lock; under load a suite run once hung there
+    (a worker blocked on that lock, the parent joining it). ``terminate`` stays for an error."""
+    pool.close()
+    pool.join()
 
 
 def _pickled_worker(indexes: list[int]) -> bytes:
