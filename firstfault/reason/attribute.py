@@ -34,7 +34,7 @@ from firstfault.reason.confidence import confidence
 from firstfault.reason.configuration import common_failure, template_key
 from firstfault.reason.correlate import Candidate, Correlation, candidate_order
 from firstfault.reason.hypothesis import DEFAULT_ACTION, hypothesis
-from firstfault.reason.inputs import ReasoningInput, fr_culprits
+from firstfault.reason.inputs import ReasoningInput, fr_dumped_culprits
 from firstfault.reason.lost_hosts import date_lost_hosts
 from firstfault.reason.nccl_coll import coll_mismatch
 from firstfault.reason.network import localize_network
@@ -86,11 +86,11 @@ def attribute(
     assumed_startup = apply_before_training(hyp, win, inp)
     apply_lone_setup_rank(hyp, corr, inp)
     apply_fr_mismatch(hyp, win, inp)
-    if not fr_culprits(inp.fr):
+    if not fr_dumped_culprits(inp.fr):
         apply_witness(hyp, corr, world)
         apply_group_mismatch(hyp, corr)
         apply_coll_mismatch(hyp, inp)
-    conf, why = confidence(win, rest, inp)
+    conf, why = confidence(win, rest, inp, hyp.culprit.ranks[0] if hyp.culprit.ranks else None)
     if assumed_startup:
         conf = round(max(0.05, conf - ASSUMED_STARTUP_PENALTY), 3)
         why.append(f"-{ASSUMED_STARTUP_PENALTY:.2f}: the set-up reading rests on no line showing training")

@@ -24,8 +24,14 @@ _KIND_PHRASE = {
 }
 
 
-def confidence(win: Candidate, rest: Sequence[Candidate], ev: ReasoningInput) -> tuple[float, list[str]]:
+def confidence(
+    win: Candidate, rest: Sequence[Candidate], ev: ReasoningInput, named: int | None = None
+) -> tuple[float, list[str]]:
+    """``named`` is the rank the verdict names when a reading moved the blame off the winning
+    candidate (a witness's sender): the flight recorder is checked against that rank, since
+    agreeing with the witness would count for the wrong rank."""
     why: list[str] = []
+    rank = win.rank if named is None else named
     base = {
         CandidateKind.EVENT: 0.8,
         CandidateKind.EXIT: 0.7,
@@ -56,12 +62,12 @@ def confidence(win: Candidate, rest: Sequence[Candidate], ev: ReasoningInput) ->
         score -= 0.2
         why.append("-0.20: the root event has no timestamp")
     fr = fr_culprits(ev.fr)
-    if fr and win.rank is not None:
+    if fr and rank is not None:
         fr_ranks = [c.rank for c in fr]
-        if win.rank == fr_ranks[0]:
+        if rank == fr_ranks[0]:
             score += 0.15
             why.append("+0.15: the flight recorder names the same rank first")
-        elif win.rank in fr_ranks:
+        elif rank in fr_ranks:
             score += 0.05
             why.append("+0.05: the flight recorder also names this rank")
         elif win.kind != CandidateKind.EVENT:

@@ -40,3 +40,17 @@ class ReasoningInput:
 
 def fr_culprits(fr: FRAnalysis | None) -> list[FRCulprit]:
     return list(fr.culprits) if fr is not None else []
+
+
+def fr_dumped_culprits(fr: FRAnalysis | None) -> list[FRCulprit]:
+    """The culprits the flight recorder names from a rank's own dump.
+
+    A rank that wrote no dump is blamed only because a peer waits on it; that is no evidence of
+    what the rank did, so it must not override a log line that shows it (a gloo receiver's size
+    check, DETAIL's mismatch report). A run under load shows why: the ranks that aborted first
+    died before dumping, and the one dump left named them all.
+    """
+    if fr is None:
+        return []
+    absent = set(fr.missing_dumps)
+    return [c for c in fr.culprits if c.rank not in absent]
