@@ -21,6 +21,29 @@ def test_headless_traceback_keeps_its_frames(tmp_path: Path) -> None:
     assert str(v.category) == "software_bug"
 
 
+def test_ray_labelled_traceback_keeps_its_frames(tmp_path: Path) -> None:
+    """Ray's log monitor puts "(Actor pid=N) " before each line and drops the frames' indentation
+    (lines from OpenRLHF#922): the frames are the lines with the exception line's own label."""
+    ray = "(ActorModelRayActor pid=700388) "
+    other = "(LLMRayActor pid=700386) "
+    log = tmp_path / "log.txt"
+    log.write_text(
+        f'{other}File "/srv/venv/lib/python3.12/site-packages/vllm/worker/worker.py", line 9, in f\n'
+        f'{ray}File "~/.virtualenvs/x/lib/python3.12/site-packages/openrlhf/trainer/ray/vllm_engine.py", line 58, in init_process_group\n'
+        f"{ray}return self.llm.collective_rpc(\n"
+        f'{ray}File "~/.virtualenvs/x/lib/python3.12/site-packages/vllm/entrypoints/llm.py", line 495, in collective_rpc\n'
+        f"{ray}executor = self.llm_engine.model_executor\n"
+        f"{ray}^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        f"{ray}AttributeError: 'LLMEngine' object has no attribute 'model_executor'\n"
+    )
+    v = analyze(log)
+    assert v.root_event is not None
+    assert v.root_event.context[0].startswith('File "~/.virtualenvs/x/lib/python3.12/site-packages/openrlhf')
+    assert not any("vllm/worker" in line for line in v.root_event.context)
+    assert str(v.category) == "software_bug"
+    assert any("installed package vllm" in r for r in v.reasons)
+
+
 def test_unrelated_lines_above_are_not_frames(tmp_path: Path) -> None:
     log = tmp_path / "log.txt"
     log.write_text("[rank0]: step 3 loss 2.1\n[rank0]: RuntimeError: boom in layer 3\n")

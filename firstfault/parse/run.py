@@ -28,6 +28,7 @@ from firstfault.parse.timestamps import parse_timestamp
 from firstfault.parse.topology import learn_topology, load_topology_file
 from firstfault.parse.workers import parse_forked
 from firstfault.vocab import TEXT_KINDS, Event, FileKind, TsQuality
+from firstfault.vocab.identity import strip_prefixes
 from firstfault.vocab.timefmt import year_of
 from firstfault.vocab.topology import Topology
 
@@ -38,31 +39,46 @@ EVIDENCE = "evidence"  # a signature's ``sets = { evidence = "1" }``
 def _frames(hit: Hit) -> tuple[str, ...]:
     """The traceback lines above an exception line, up to its 'Traceback' header.
 
-    A paste often starts inside the traceback, without its header: then the frames directly
-    above the line (``File "...", line N`` and the source lines under them) are kept, as far up
-    as the frames go, so that where the exception was raised is still known.
+    Each line loses its launcher prefixes the one way (``vocab.identity.strip_prefixes``), so a
+    frame printed by a Ray actor or under ``srun -l`` reads like any other. A paste often starts
+    inside the traceback, without its header: then the frames directly above the line are kept
+    (``_headless_frames``), as far up as they go, so that where the exception was raised is
+    still known.
     """
     above = hit.before(MAX_CONTEXT)
     out: list[str] = []
     for line in reversed(above):
-        bare = line.split("]:", 1)[1] if line.startswith("[") and "]:" in line[:20] else line
+        bare = strip_prefixes(line)[0]
         out.append(bare)
         if bare.lstrip().startswith("Traceback (most recent call last)"):  # "[rank0]: Traceback": a space
             break
     out.reverse()
     if not (out and out[0].lstrip().startswith("Traceback")):
-        out = _headless_frames(out)
+        out = _headless_frames(above, hit.text)
     # the same traceback repeats on thousands of ranks: one copy of each frame line
     return tuple(sys.intern(x) for x in out)
 
 
-def _headless_frames(above: list[str]) -> list[str]:
-    """The run of indented frame lines right above an exception line, when one names a file."""
+def _label(line: str) -> str:
+    """The launcher prefix a line carries ("" when none): what strip_prefixes peels."""
+    return line[: len(line) - len(strip_prefixes(line)[0])]
+
+
+def _headless_frames(above: list[str], exc_line: str) -> list[str]:
+    """The run of frame lines right above an exception line, when one names a file.
+
+    A frame run is indented, unless a process label stands before it: Ray's log monitor prints
+    "(Actor pid=N) File ..." with the indentation gone. Then the run is the lines that carry the
+    exception line's own label.
+    """
+    label = _label(exc_line)
     run: list[str] = []
     for line in reversed(above):
-        if not line.startswith(" ") or not line.strip():
+        bare = strip_prefixes(line)[0]
+        own = bool(label) and line.startswith(label) and not bare.lstrip().startswith("Traceback")
+        if not bare.strip() or not (bare.startswith(" ") or own):
             break
-        run.append(line)
+        run.append(bare)
     run.reverse()
     return run if any(x.lstrip().startswith('File "') for x in run) else []
 
