@@ -33,6 +33,7 @@ from firstfault.reason.chain import chain, fr_links, later_links, recurrences
 from firstfault.reason.confidence import confidence
 from firstfault.reason.configuration import common_failure, template_key
 from firstfault.reason.correlate import Candidate, Correlation, candidate_order
+from firstfault.reason.crash_site import apply_crash_site
 from firstfault.reason.hypothesis import DEFAULT_ACTION, hypothesis
 from firstfault.reason.inputs import ReasoningInput, fr_dumped_culprits
 from firstfault.reason.lost_hosts import date_lost_hosts
@@ -82,6 +83,7 @@ def attribute(
     if win.kind == CandidateKind.COMMON:
         hyp.culprit.ranks, hyp.culprit.hosts, hyp.culprit.gpus = [], [], []
     apply_raise_site(hyp)
+    apply_crash_site(hyp, inp.events)
     apply_aer_device(hyp, inp)
     assumed_startup = apply_before_training(hyp, win, inp)
     apply_lone_setup_rank(hyp, corr, inp)
