@@ -515,3 +515,17 @@ def test_a_job_evidence_line_is_noted_not_kept(tmp_path: Path) -> None:
     )
     v = _analyze_text(tmp_path, "".join(line.format(r=r) for r in range(4)))
     assert str(v.category) == "none" and v.stats["events"] == 0
+
+
+def test_torchrun_banner_is_a_job_line(tmp_path: Path) -> None:
+    """torchrun's OMP_NUM_THREADS banner shows a job was launched: never "not a job log" (LLaMA-Factory#5560)."""
+    log = tmp_path / "log.txt"
+    banner = "W0927 11:34:43.255000 140277616324736 torch/distributed/run.py:779] "
+    log.write_text(
+        f"{banner}\n{banner}*****************************************\n"
+        f"{banner}Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your "
+        "system being overloaded, please further tune the variable for optimal performance in your application as needed. \n"
+        f"{banner}*****************************************\n"
+    )
+    v = analyze(log)
+    assert str(v.category) == "none" and "does not show the job's end" in v.summary
