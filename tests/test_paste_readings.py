@@ -64,6 +64,20 @@ def test_ranks_that_never_registered_are_a_start_up_stall(tmp_path: Path) -> Non
     assert str(analyze(log).category) == "none"
 
 
+def test_a_sample_of_the_announcements_is_no_stall(tmp_path: Path) -> None:
+    """Ranks start a node at a time: missing ranks scattered among announced ones are a paste's
+    sample of a big start-up (Lightning#10216: 14 lines of a 78-rank one), not ranks that never started."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "".join(f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/78\n" for r in (72, 36, 10, 19, 32, 12))
+    )
+    v = analyze(log)
+    assert str(v.category) == "none" and "registered" not in v.summary
+    # one node's block missing is the stall
+    log.write_text("".join(f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/12\n" for r in range(6)))
+    assert "only 6 of 12 ranks registered" in analyze(log).summary
+
+
 def test_errors_after_a_requeue_are_its_tear_down(tmp_path: Path) -> None:
     """slurmstepd's requeue cancels the step; the lines after it are its fallout, not a fault."""
     log = tmp_path / "slurm-608.out"

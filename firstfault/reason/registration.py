@@ -7,6 +7,12 @@ job blocked in ``init_process_group``: the missing ranks never started (a launch
 one node's tasks, a wrong task count). Silence is the evidence here; without this reading such
 a log would say "no failure", or be refused as not a job's output.
 
+Ranks are started a node at a time, so the ones that never started are whole nodes: a run of
+consecutive ranks (two at most: the node's ranks may be numbered apart from the rest). Missing
+ranks scattered among announced ones are not a launch that left nodes out: a paste that holds a
+sample of the announcements (a user copying a few lines of a 78-rank start-up) shows that, and
+is no evidence of a stall.
+
 Which lines count is data: a signature with ``sets = { registers = "1" }`` names the rank it
 announces (``global_rank``) and the world size (``world``); one with ``registered_all = "1"``
 says every rank joined.
@@ -50,4 +56,13 @@ def unregistered(events: Sequence[Event]) -> Registration | None:
                 continue
     if world < 2 or len(announced) >= world:
         return None
-    return Registration(world, frozenset(announced))
+    reg = Registration(world, frozenset(announced))
+    return reg if _runs(reg.missing) <= MAX_MISSING_RUNS else None
+
+
+MAX_MISSING_RUNS = 2  # whole nodes left out: one block of ranks, or two
+
+
+def _runs(ranks: Sequence[int]) -> int:
+    """How many runs of consecutive numbers ``ranks`` (sorted) makes."""
+    return sum(1 for i, r in enumerate(ranks) if i == 0 or r != ranks[i - 1] + 1)
