@@ -543,3 +543,15 @@ def test_torchrun_banner_is_a_job_line(tmp_path: Path) -> None:
     )
     v = analyze(log)
     assert str(v.category) == "none" and "does not show the job's end" in v.summary
+
+
+def test_a_paste_cut_inside_the_oom_report_is_an_oom(tmp_path: Path) -> None:
+    """The kernel's OOM report starts with "<task> invoked oom-killer"; a paste cut before its
+    "Killed process" line (NVIDIA/DALI#585) still shows memory ran out: never "no failure"."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "[2612362.231458] python invoked oom-killer: gfp_mask=0x14000c0(GFP_KERNEL), nodemask=(null), order=0, "
+        "oom_score_adj=829\n"
+        "[2612362.231465] CPU: 6 PID: 208253 Comm: python Tainted: P           O     4.15.15-1.el7.elrepo.x86_64 #1\n"
+    )
+    assert str(analyze(log).category) == "host_oom"
