@@ -555,3 +555,17 @@ def test_a_paste_cut_inside_the_oom_report_is_an_oom(tmp_path: Path) -> None:
         "[2612362.231465] CPU: 6 PID: 208253 Comm: python Tainted: P           O     4.15.15-1.el7.elrepo.x86_64 #1\n"
     )
     assert str(analyze(log).category) == "host_oom"
+
+
+def test_older_detail_mismatch_wording_is_a_collective_mismatch(tmp_path: Path) -> None:
+    """torch <= 1.10's ProcessGroupWrapper had each rank print its own fingerprint ("is running
+    inconsistent collective"); a terminal wrapped it mid-word (JOTR#4). Not a set-up failure."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running inconsistent collective: "
+        "CollectiveFingerPrint(OpType=ALLGATHER, TensorShape\n=[41, 256, 8, 8, 8], TensorDtypes=Float)\n"
+        "RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running inconsistent collective: "
+        "CollectiveFingerPrint(OpType=ALLGATHER, TensorShape\n=[40, 256, 8, 8, 8], TensorDtypes=Float)\n"
+    )
+    v = analyze(log)
+    assert str(v.category) == "collective_mismatch"
