@@ -44,8 +44,9 @@ def awaited_ranks(events: Iterable[Event]) -> Counter[int]:
 
 # "Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=0, OpType=ALLGATHER, TensorShape=[4], ..."
 _FINGERPRINT = re.compile(
-    r"Rank (?P<rank>\d+) is running (?:inconsistent )?collective: CollectiveFingerPrint\((?P<fp>(?:SequenceNumber=\d+, )?"
-    r"OpType=\w+(?:, TensorShape=\[[^\]]{0,200}\])?(?:, TensorDtypes=\w+)?)"
+    r"Rank (?P<rank>\d+) is running (?:inconsistent )?collective: "
+    r"CollectiveFingerPrint\((?P<fp>(?:SequenceNumber=\d+, )?OpType=\w+"
+    r"(?:, TensorShape=\[[^\]]{0,200}\])?(?:, TensorDtypes=\w+)?)"
 )
 
 
