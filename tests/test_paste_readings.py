@@ -569,3 +569,14 @@ def test_older_detail_mismatch_wording_is_a_collective_mismatch(tmp_path: Path) 
     )
     v = analyze(log)
     assert str(v.category) == "collective_mismatch"
+
+
+def test_a_pasted_memory_limit_kill_is_a_host_oom(tmp_path: Path) -> None:
+    """slurmstepd's memory-limit kill alone does not say it came at start-up (facebookresearch/mmf#574:
+    RAM grew with the data loader's workers): host_oom, not a set-up fault assumed from silence."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "slurmstepd: error: Job 34477 exceeded memory limit (169384386560 > 161061273600), being killed\n"
+        "slurmstepd: error: Exceeded job memory limit\n"
+    )
+    assert str(analyze(log).category) == "host_oom"

@@ -150,12 +150,17 @@ STARTUP = "startup"
 _MACHINE_LAYERS = (Layer.HARDWARE, Layer.DRIVER, Layer.NETWORK)
 
 
-def pretraining_category(cat: Category, root: Event | None) -> Category | None:
-    """The category a failure before training takes, or None when it keeps its own."""
+def pretraining_category(cat: Category, root: Event | None, assumed: bool = False) -> Category | None:
+    """The category a failure before training takes, or None when it keeps its own.
+
+    ``assumed``: "before training" rests only on no line showing training (a paste). A job
+    outgrowing its memory limit is a set-up fault only when it is known to have happened at
+    start-up (it loaded more than the limit allows); a paste of slurmstepd's kill alone says
+    nothing of when, and the kill keeps its reading (``host_oom``)."""
     if cat in PRETRAIN_CATEGORIES and (root is None or root.layer not in _MACHINE_LAYERS):
         return Category.CONFIGURATION
     if root is not None and root.fields.get(STARTUP) == Category.CONFIGURATION.value:
         return Category.CONFIGURATION
-    if cat == Category.HOST_OOM and root is not None and root.layer == Layer.SCHEDULER:
+    if cat == Category.HOST_OOM and root is not None and root.layer == Layer.SCHEDULER and not assumed:
         return Category.CONFIGURATION  # the job's memory limit, enforced by the scheduler at start-up
     return None

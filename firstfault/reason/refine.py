@@ -58,8 +58,8 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
     end = ev.window.end if ev.window else None
     if not before_training(ts, ev.training, ev.launch_start, exact, end):
         return False
-    cat = pretraining_category(hyp.category, root)
     assumed = not ev.training.seen and ev.launch_start is None
+    cat = pretraining_category(hyp.category, root, assumed)
     if assumed:
         hyp.reasons.append("no line shows training under way (no step, loss or rate): a failure of the start-up")
     else:
