@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from firstfault.pipeline import analyze
 
 MPI_REPORT = """[mbay-csp2:627483] *** Process received signal ***
@@ -38,24 +40,27 @@ def test_frames_of_another_process_are_not_this_crash(tmp_path: Path) -> None:
     assert str(v.category) == "process_crash"
 
 
-def test_kernel_segfault_names_the_library(tmp_path: Path) -> None:
-    log = tmp_path / "dmesg.log"
-    log.write_text(
-        "kern  :warn  : 2025-01-21T04:41:44,285060+00:00 pt_main_thread[2536443]: segfault at 7f797fe00000 "
-        "ip 00007f7c7ac69996 sp 00007f7c12fd7c30 error 4 in libnccl.so.2[7f7c7ac00000+d3d3000]\n"
-    )
-    v = analyze(log)
-    assert str(v.category) == "software_bug"
-    assert any("libnccl.so's code" in r for r in v.reasons)
-
-
-def test_crash_in_the_driver_library_keeps_its_reading(tmp_path: Path) -> None:
-    """libcuda crashes on a failing GPU as well as on its own bug: no claim either way."""
+@pytest.mark.parametrize(
+    ("line", "category", "reason"),
+    [
+        (
+            "kern  :warn  : 2025-01-21T04:41:44,285060+00:00 pt_main_thread[2536443]: segfault at 7f797fe00000 "
+            "ip 00007f7c7ac69996 sp 00007f7c12fd7c30 error 4 in libnccl.so.2[7f7c7ac00000+d3d3000]",
+            "software_bug",
+            "libnccl.so's code",
+        ),
+        # libcuda crashes on a failing GPU as well as on its own bug: no claim either way
+        (
+            "Mar 24 11:31:44 cn110 kernel: python[18851]: segfault at 1378 ip 00007fff859dbeff sp 00007fff3b60ce60 "
+            "error 4 in libcuda.so.418.67[7fff858c5000+dec000]",
+            "process_crash",
+            "NVIDIA driver's library libcuda.so",
+        ),
+    ],
+)
+def test_kernel_segfault_names_the_library(tmp_path: Path, line: str, category: str, reason: str) -> None:
     log = tmp_path / "messages"
-    log.write_text(
-        "Mar 24 11:31:44 cn110 kernel: python[18851]: segfault at 1378 ip 00007fff859dbeff sp 00007fff3b60ce60 "
-        "error 4 in libcuda.so.418.67[7fff858c5000+dec000]\n"
-    )
+    log.write_text(line + "\n")
     v = analyze(log)
-    assert str(v.category) == "process_crash"
-    assert any("NVIDIA driver's library libcuda.so" in r for r in v.reasons)
+    assert str(v.category) == category
+    assert any(reason in r for r in v.reasons)

@@ -533,50 +533,48 @@ def test_a_job_evidence_line_is_noted_not_kept(tmp_path: Path) -> None:
 
 def test_torchrun_banner_is_a_job_line(tmp_path: Path) -> None:
     """torchrun's OMP_NUM_THREADS banner shows a job was launched: never "not a job log" (LLaMA-Factory#5560)."""
-    log = tmp_path / "log.txt"
     banner = "W0927 11:34:43.255000 140277616324736 torch/distributed/run.py:779] "
-    log.write_text(
+    v = _analyze_text(
+        tmp_path,
         f"{banner}\n{banner}*****************************************\n"
         f"{banner}Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your "
         "system being overloaded, please further tune the variable for optimal performance in your application as needed. \n"
-        f"{banner}*****************************************\n"
+        f"{banner}*****************************************\n",
     )
-    v = analyze(log)
     assert str(v.category) == "none" and "does not show the job's end" in v.summary
 
 
 def test_a_paste_cut_inside_the_oom_report_is_an_oom(tmp_path: Path) -> None:
     """The kernel's OOM report starts with "<task> invoked oom-killer"; a paste cut before its
     "Killed process" line (NVIDIA/DALI#585) still shows memory ran out: never "no failure"."""
-    log = tmp_path / "log.txt"
-    log.write_text(
+    v = _analyze_text(
+        tmp_path,
         "[2612362.231458] python invoked oom-killer: gfp_mask=0x14000c0(GFP_KERNEL), nodemask=(null), order=0, "
         "oom_score_adj=829\n"
-        "[2612362.231465] CPU: 6 PID: 208253 Comm: python Tainted: P           O     4.15.15-1.el7.elrepo.x86_64 #1\n"
+        "[2612362.231465] CPU: 6 PID: 208253 Comm: python Tainted: P           O     4.15.15-1.el7.elrepo.x86_64 #1\n",
     )
-    assert str(analyze(log).category) == "host_oom"
+    assert str(v.category) == "host_oom"
 
 
 def test_older_detail_mismatch_wording_is_a_collective_mismatch(tmp_path: Path) -> None:
     """torch <= 1.10's ProcessGroupWrapper had each rank print its own fingerprint ("is running
     inconsistent collective"); a terminal wrapped it mid-word (JOTR#4). Not a set-up failure."""
-    log = tmp_path / "log.txt"
-    log.write_text(
+    v = _analyze_text(
+        tmp_path,
         "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running inconsistent collective: "
         "CollectiveFingerPrint(OpType=ALLGATHER, TensorShape\n=[41, 256, 8, 8, 8], TensorDtypes=Float)\n"
         "RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running inconsistent collective: "
-        "CollectiveFingerPrint(OpType=ALLGATHER, TensorShape\n=[40, 256, 8, 8, 8], TensorDtypes=Float)\n"
+        "CollectiveFingerPrint(OpType=ALLGATHER, TensorShape\n=[40, 256, 8, 8, 8], TensorDtypes=Float)\n",
     )
-    v = analyze(log)
     assert str(v.category) == "collective_mismatch"
 
 
 def test_a_pasted_memory_limit_kill_is_a_host_oom(tmp_path: Path) -> None:
     """slurmstepd's memory-limit kill alone does not say it came at start-up (facebookresearch/mmf#574:
     RAM grew with the data loader's workers): host_oom, not a set-up fault assumed from silence."""
-    log = tmp_path / "log.txt"
-    log.write_text(
+    v = _analyze_text(
+        tmp_path,
         "slurmstepd: error: Job 34477 exceeded memory limit (169384386560 > 161061273600), being killed\n"
-        "slurmstepd: error: Exceeded job memory limit\n"
+        "slurmstepd: error: Exceeded job memory limit\n",
     )
-    assert str(analyze(log).category) == "host_oom"
+    assert str(v.category) == "host_oom"
