@@ -44,6 +44,18 @@ def test_ray_labelled_traceback_keeps_its_frames(tmp_path: Path) -> None:
     assert any("installed package vllm" in r for r in v.reasons)
 
 
+def test_a_ranks_earlier_lines_are_not_its_frames(tmp_path: Path) -> None:
+    """Indented frames under "[rank0]:" end at the rank's first unindented line above them."""
+    v = _analyze_text(
+        tmp_path,
+        "[rank0]: step 3 loss 2.1\n"
+        '[rank0]:   File "/opt/conda/lib/python3.11/site-packages/deepspeed/runtime/engine.py", line 1997, in no_sync\n'
+        "[rank0]:     assert not self.zero_optimization_partition_gradients()\n"
+        "[rank0]: AssertionError: no_sync context manager is incompatible with gradient partitioning of ZeRO stage 3\n",
+    )
+    assert v.root_event is not None and v.root_event.context[0].lstrip().startswith('File "')
+
+
 def test_unrelated_lines_above_are_not_frames(tmp_path: Path) -> None:
     log = tmp_path / "log.txt"
     log.write_text("[rank0]: step 3 loss 2.1\n[rank0]: RuntimeError: boom in layer 3\n")

@@ -67,16 +67,17 @@ def _label(line: str) -> str:
 def _headless_frames(above: list[str], exc_line: str) -> list[str]:
     """The run of frame lines right above an exception line, when one names a file.
 
-    A frame run is indented, unless a process label stands before it: Ray's log monitor prints
-    "(Actor pid=N) File ..." with the indentation gone. Then the run is the lines that carry the
-    exception line's own label.
+    A frame run is indented, unless a process label stands before it and the indentation is gone
+    (Ray's log monitor prints "(Actor pid=N) File ..."): then the run is the lines that carry the
+    exception line's own label. Which of the two it is, the line right above says.
     """
     label = _label(exc_line)
+    bares = [strip_prefixes(line)[0] for line in above]
+    by_label = bool(label and bares) and not bares[-1].startswith(" ")
     run: list[str] = []
-    for line in reversed(above):
-        bare = strip_prefixes(line)[0]
-        own = bool(label) and line.startswith(label) and not bare.lstrip().startswith("Traceback")
-        if not bare.strip() or not (bare.startswith(" ") or own):
+    for line, bare in zip(reversed(above), reversed(bares), strict=True):
+        same = line.startswith(label) if by_label else bare.startswith(" ")
+        if not bare.strip() or not same:
             break
         run.append(bare)
     run.reverse()
