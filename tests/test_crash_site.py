@@ -64,3 +64,14 @@ def test_kernel_segfault_names_the_library(tmp_path: Path, line: str, category: 
     v = analyze(log)
     assert str(v.category) == category
     assert any(reason in r for r in v.reasons)
+
+
+def test_a_crash_in_the_program_itself_names_no_library(tmp_path: Path) -> None:
+    """The innermost frame is the program's own executable: its own code, no library's bug."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "\n".join(MPI_REPORT.splitlines()[:5])
+        + "\n[mbay-csp2:627483] [ 1] ./build/all_reduce_perf(+0x1a2b)[0x55d0c0a1a2b]\n"
+        + "[mbay-csp2:627483] [ 2] /home/administrator/nccl/build/lib/libnccl.so.2(+0x7c2e4)[0x7f81fb6472e4]\n"
+    )
+    assert str(analyze(log).category) == "process_crash"

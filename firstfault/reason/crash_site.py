@@ -10,7 +10,8 @@ Horovod's ``mpi_lib.so``, torch, an extension), the crash is that library's bug,
 Frames in the C runtime are skipped: frame 0 is the signal trampoline in libc or libpthread, and
 a thread's start (``clone``, ``start_thread``) or ``abort`` sits there too. A crash in the NVIDIA
 driver's user-space library (libcuda, libnvidia-*) keeps its reading: the driver crashes on a
-failing GPU as well as on its own bug, and the log cannot tell which.
+failing GPU as well as on its own bug, and the log cannot tell which. Nor is a crash in the
+program's own executable or in the Python interpreter a library's: no library is named.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ STACK_FRAME = "openmpi.stack_frame"
 # the C runtime and the loader: where a signal lands and a thread starts, not whose code crashed
 _RUNTIME = re.compile(r"(?:^|/)(?:libc|libpthread|libstdc\+\+|libgcc_s|libm|libdl|ld-linux[\w.-]*|linux-vdso)[.-]")
 _DRIVER = re.compile(r"(?:^|/)(?:libcuda|libnvidia-[\w-]+)\.so")
+# the interpreter: a crash there was set off by whatever called into it, not its own code
+_INTERPRETER = re.compile(r"(?:^|/)libpython[\d.]*\.so")
 _SONAME = re.compile(r"(?P<name>[^/]+?\.so)(?:\.[\d.]+)?$")
 
 
@@ -57,7 +60,9 @@ def apply_crash_site(hyp: Hypothesis, events: Sequence[Event]) -> None:
     if obj is None:
         return
     m = _SONAME.search(obj)
-    name = m["name"] if m else obj.rsplit("/", 1)[-1]
+    if m is None or _INTERPRETER.search(obj):
+        return  # the program's own executable, or the interpreter: no library to name
+    name = m["name"]
     if _DRIVER.search(obj):
         hyp.reasons.append(f"the crash is in the NVIDIA driver's library {name}: a failing GPU or the driver's bug")
         return
