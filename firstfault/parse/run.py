@@ -54,7 +54,7 @@ def _frames(hit: Hit) -> tuple[str, ...]:
             break
     out.reverse()
     if not (out and out[0].lstrip().startswith("Traceback")):
-        out = _headless_frames(above, hit.text)
+        out = _headless_frames(above, out, hit.text)  # no header: ``out`` holds every line above, peeled
     # the same traceback repeats on thousands of ranks: one copy of each frame line
     return tuple(sys.intern(x) for x in out)
 
@@ -64,15 +64,15 @@ def _label(line: str) -> str:
     return line[: len(line) - len(strip_prefixes(line)[0])]
 
 
-def _headless_frames(above: list[str], exc_line: str) -> list[str]:
-    """The run of frame lines right above an exception line, when one names a file.
+def _headless_frames(above: list[str], bares: list[str], exc_line: str) -> list[str]:
+    """The run of frame lines right above an exception line, when one names a file (``bares``:
+    the lines ``above`` without their launcher prefixes).
 
     A frame run is indented, unless a process label stands before it and the indentation is gone
     (Ray's log monitor prints "(Actor pid=N) File ..."): then the run is the lines that carry the
     exception line's own label. Which of the two it is, the line right above says.
     """
     label = _label(exc_line)
-    bares = [strip_prefixes(line)[0] for line in above]
     by_label = bool(label and bares) and not bares[-1].startswith(" ")
     run: list[str] = []
     for line, bare in zip(reversed(above), reversed(bares), strict=True):
