@@ -274,6 +274,7 @@ def _quoted_cause(fields: dict[str, str], sf: SourceFile, classifier: LineClassi
     if got is not None:  # (no "unrecognised" match: only a signature names a cause)
         fields["cause_signature"] = got.signature
         fields["cause_category"] = str(got.category)
+        fields["cause_role"] = str(got.role)
 
 
 def _rank_of(prefix_rank: int | None, fields: dict[str, str]) -> int | None:

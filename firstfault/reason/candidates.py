@@ -19,6 +19,7 @@ from statistics import median
 from firstfault.align import sort_key
 from firstfault.match.xid import lookup
 from firstfault.reason.causality import OddCollective, awaited_ranks, odd_collective
+from firstfault.reason.configuration import PEER_EXITED
 from firstfault.reason.correlate import (
     TEARDOWN_SIGNALS,
     Candidate,
@@ -313,6 +314,16 @@ def orphan_cascade_candidates(corr: Correlation) -> list[Candidate]:
     reason = (
         "the earliest error, and nothing in the bundle it could follow from: it is the failure as far as the logs show"
     )
+    if e.fields.get(PEER_EXITED):
+        # "Connection closed by peer": the peer's process ended its side (it exited, crashed or was
+        # killed), which says nothing of why; calling it the network would name a fault nothing shows
+        peer = e.fields.get("peer")
+        who = f"the peer at {peer}" if peer else "a peer"
+        reason = (
+            f"the earliest error says {who} closed its connection: that process left first (it exited, "
+            "crashed or was killed) and its own output is not in the log, so the cause is unknown"
+        )
+        return [Candidate(CandidateKind.EVENT, e, None, e.host, e.ts, Category.UNKNOWN, [reason])]
     return [Candidate(CandidateKind.EVENT, e, e.rank, e.host, e.ts, e.category, [reason])]
 
 

@@ -143,6 +143,10 @@ class TrainingSeen:
 # mean an external call failed, and that interfaces that are up but cannot reach the other nodes
 # make NCCL "fail during the init functions". Later in a run the signature keeps its own category.
 STARTUP = "startup"
+# A signature's ``sets = { peer_exited = "1" }``: the line says the other end of a connection closed
+# it (gloo's "Connection closed by peer", NCCL's "Connection closed by remote peer"): the peer's
+# process left first, for a reason only its own output holds (``reason.candidates``)
+PEER_EXITED = "peer_exited"
 
 
 # Where a line says the machine failed, not the job's set-up: a kernel's or a device's own report
@@ -157,6 +161,8 @@ def pretraining_category(cat: Category, root: Event | None, assumed: bool = Fals
     outgrowing its memory limit is a set-up fault only when it is known to have happened at
     start-up (it loaded more than the limit allows); a paste of slurmstepd's kill alone says
     nothing of when, and the kill keeps its reading (``host_oom``)."""
+    if root is not None and root.fields.get(PEER_EXITED):
+        return None  # a peer left first: its cause, set-up or not, is in its own output
     if cat in PRETRAIN_CATEGORIES and (root is None or root.layer not in _MACHINE_LAYERS):
         return Category.CONFIGURATION
     if root is not None and root.fields.get(STARTUP) == Category.CONFIGURATION.value:

@@ -353,7 +353,40 @@ def place_quoted(events: Sequence[Event]) -> int | None:
     return placed
 
 
+def _announced_symptoms(events: Sequence[Event]) -> None:
+    """An abort that announces a symptom is that symptom's tail, not a crash of its own.
+
+    A tear-down quoting a symptom (the watchdog re-raising the timeout it caught) is that
+    symptom: the rank that printed it waited for a peer, as its timeout line would have said.
+
+    ``terminate called after throwing an instance of 'c10::DistBackendError'`` (``defer``) is the
+    process dying of the exception its ``what():`` line, right below, spells out. When that line is
+    a peer's timeout or a watchdog re-raising what it caught (a cascade or a tear-down), the abort
+    is part of it: it takes that role (and rank), and the quoted cause, if any, stays the evidence.
+    """
+    by_source: dict[str, list[Event]] = defaultdict(list)
+    for e in events:
+        if e.role == Role.TEARDOWN and e.fields.get("cause_role") == Role.CASCADE.value:
+            # a watchdog re-raising a timeout it caught: this rank waited for a peer, it is a victim
+            e.role = Role.CASCADE
+            e.category = Category(e.fields.get("cause_category", e.category))
+        by_source[e.source].append(e)
+    for evs in by_source.values():
+        evs.sort(key=lambda e: e.line)
+        for i, e in enumerate(evs):
+            if e.role != Role.ROOT or e.fields.get("defer") != "1":
+                continue
+            nxt = next((n for n in evs[i + 1 :] if n.line > e.line), None)
+            if nxt is None or nxt.line - e.line > 5 or nxt.role not in (Role.CASCADE, Role.TEARDOWN):
+                continue
+            e.role, e.category = nxt.role, nxt.category
+            if e.rank is None:
+                e.rank = nxt.rank
+            e.set_field("teardown", f"the process aborting on the error its next line spells out ({nxt.signature})")
+
+
 def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Correlation:
+    _announced_symptoms(events)
     recoveries = demote_recovered(events)
     ranks, host_events = _rank_views(events)
     for r in known_ranks:

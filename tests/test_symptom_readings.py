@@ -1,0 +1,110 @@
+"""Lines that report a symptom, not a fault: read as what they say of the fault, never as one.
+
+Each text is a real line from the public thread named beside it; none is invented.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from firstfault.pipeline import analyze
+from firstfault.vocab import Verdict
+
+
+def _analyze_text(tmp_path: Path, text: str) -> Verdict:
+    log = tmp_path / "log.txt"
+    log.write_text(text)
+    return analyze(log)
+
+
+# pytorch/torchtune#2093: rank 3's process aborting when its watchdog timed out on an ALLREDUCE
+_ABORT_ON_TIMEOUT = (
+    "frame #6: <unknown function> + 0x129c3c (0x7af8b5129c3c in /lib/x86_64-linux-gnu/libc.so.6)\n"
+    "\n"
+    "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+    "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with exception: "
+    "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=28956, OpType=ALLREDUCE, NumelIn=1, "
+    "NumelOut=1, Timeout(ms)=600000) ran for 600058 milliseconds before timing out.\n"
+    "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:618 "
+    "(most recent call first):\n"
+)
+
+
+def test_an_abort_on_a_timeout_is_the_timeouts_victim_not_a_crash(tmp_path: Path) -> None:
+    """ "terminate called after throwing" announces the what() line below it: here a watchdog
+    re-raising the timeout it caught. The process died because it waited for a peer: rank 3 is a
+    victim (a hang), not a process crash and not the culprit."""
+    v = _analyze_text(tmp_path, _ABORT_ON_TIMEOUT)
+    assert str(v.category) == "hang"
+    assert 3 not in v.culprit.ranks
+    chain = {link.event.signature: link.role for link in v.causal_chain}
+    assert str(chain["cpp.terminate"]) != "root"
+
+
+def test_an_abort_on_a_real_error_keeps_the_error(tmp_path: Path) -> None:
+    """The same announcement before a watchdog quoting a device error (the form of
+    kohya-ss/sd-scripts#1434's watchdog line): the quoted error is the fault."""
+    v = _analyze_text(
+        tmp_path,
+        "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+        "  what():  [E ProcessGroupNCCL.cpp:916] [Rank 1] NCCL watchdog thread terminated with exception: "
+        "CUDA error: uncorrectable ECC error encountered\n",
+    )
+    assert str(v.category) == "gpu_hardware"
+
+
+def test_a_peer_closing_its_connection_is_not_called_the_network(tmp_path: Path) -> None:
+    """pytorch/pytorch#78514: rank 0 returned before its isend completed and its process exited;
+    rank 1's recv saw gloo's "Connection closed by peer". The peer left first, for a reason only
+    its own output holds: unknown, and never a network fault or a set-up one."""
+    v = _analyze_text(
+        tmp_path,
+        '  File "/NFS/home/haokang/test.py", line 20, in main_worker\n'
+        "    dist.recv(input,0)\n"
+        '  File "/home/haokang/miniconda3/envs/3.8/lib/python3.8/site-packages/torch/distributed/'
+        'distributed_c10d.py", line 1002, in recv\n'
+        "    pg.recv([tensor], src, tag).wait()\n"
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+        "[18.25.6.30]:30872\n",
+    )
+    assert str(v.category) == "unknown"
+    assert v.culprit.ranks == []
+    assert any("18.25.6.30 closed its connection" in r for r in v.reasons)
+
+
+def test_a_storage_errno_without_the_class_name_is_storage(tmp_path: Path) -> None:
+    """THUDM/slime#326: Megatron's async checkpoint writer logs the OSError as f"{e}" ("[Errno 5]
+    Input/output error", CPython's OSError text without the class name)."""
+    v = _analyze_text(
+        tmp_path,
+        "ERROR: megatron.core.dist_checkpointing.strategies.filesystem_async: Local process 0 encountered "
+        "an error: [Errno 5] Input/output error\n",
+    )
+    assert str(v.category) == "storage_io"
+
+
+def test_datasets_out_of_disk_space_is_storage(tmp_path: Path) -> None:
+    """THUDM/ChatGLM2-6B#463: datasets' free-space check before building the dataset."""
+    v = _analyze_text(
+        tmp_path,
+        "OSError: Not enough disk space. Needed: Unknown size (download: Unknown size, generated: Unknown size, "
+        "post-processed: Unknown size)\n",
+    )
+    assert str(v.category) == "storage_io"
+
+
+def test_a_message_wrapped_by_the_console_still_matches(tmp_path: Path) -> None:
+    """hiyouga/LLaMA-Factory#236: an 80-column console wrapped DeepSpeed's loss-scale exception
+    (". Exiting run." on a line of its own) and interleaved two ranks' copies."""
+    v = _analyze_text(
+        tmp_path,
+        "    self.loss_scaler.update_scale(has_overflow)\n"
+        "    raise Exception(\n"
+        'Exception  File "/home/xxx/miniconda3/lib/python3.11/site-packages/deepspeed/r\n'
+        'untime/fp16/loss_scaler.py", line 175, in update_scale\n'
+        ": Current loss scale already at minimum - cannot decrease scale anymore. Exiting\n"
+        " run.\n"
+        "Exception: Current loss scale already at minimum - cannot decrease scale anymore\n"
+        ". Exiting run.\n",
+    )
+    assert str(v.category) == "numerical"
