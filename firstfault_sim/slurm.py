@@ -750,9 +750,9 @@ def write_truth(
     layout = _block_layout(nodes, job.tasks_per_node)
     hosts = list(culprit_hosts) or sorted({layout[r] for r in culprits if r in layout})
     try:
-        import torch
+        from importlib.metadata import version
 
-        torch_version: str | None = torch.__version__
+        torch_version: str | None = version("torch")  # (not an import of torch: that warns without NumPy)
     except ImportError:
         torch_version = None
     truth = {

@@ -24,9 +24,14 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
-import torch
+with warnings.catch_warnings():
+    # torch's CPU wheel warns on import when NumPy is absent; nothing here uses NumPy with torch,
+    # and a user's `firstfault simulate` / `bench generate` should print no warning of a library's
+    warnings.filterwarnings("ignore", "Failed to initialize NumPy", UserWarning)
+    import torch
 
 from firstfault_sim.faults import FAULT_KINDS, KINDS, FaultPlan
 

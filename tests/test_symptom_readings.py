@@ -1,4 +1,4 @@
-"""Lines that report a symptom, not a fault: read as what they say of the fault, never as one.
+"""Lines that report a symptom or show a job under way: read as what they say, never as more.
 
 Each text is a real line from the public thread named beside it; none is invented.
 """
@@ -108,3 +108,26 @@ def test_a_message_wrapped_by_the_console_still_matches(tmp_path: Path) -> None:
         ". Exiting run.\n",
     )
     assert str(v.category) == "numerical"
+
+
+def test_a_training_bar_a_log_line_was_printed_onto_shows_training(tmp_path: Path) -> None:
+    """hpcaitech/ColossalAI#4551 (a healthy run): the tqdm bar's redraws were lost in the capture, so
+    the logger's line sits on the bar's ("Step:  20%|...| 1/5 [00:22<01:31, 22.90s/it][08/30/23
+    07:07:54] INFO ..."). The bar is peeled as a prefix, and it is what shows training."""
+    v = _analyze_text(
+        tmp_path,
+        "Step:  20%|██        | 1/5 [00:22<01:31, 22.90s/it][08/30/23 07:07:54] INFO     colossalai - "
+        "colossalai - INFO:                    \n"
+        "                    INFO     colossalai - colossalai - INFO: Step time: 19.714  \n",
+    )
+    assert str(v.category) == "none"
+
+
+def test_deepspeeds_throughput_line_shows_training(tmp_path: Path) -> None:
+    """deepspeedai/DeepSpeed#255 (a healthy run): ThroughputTimer's "{epoch}/{step}, SamplesPerSec={}"."""
+    v = _analyze_text(
+        tmp_path,
+        ">[INFO 2020-06-08 05:26:19] 0/2650, SamplesPerSec=13.19749106827976\n"
+        "[INFO 2020-06-08 05:26:34] 0/2700, SamplesPerSec=13.198177991591365\n",
+    )
+    assert str(v.category) == "none"

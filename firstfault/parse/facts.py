@@ -52,14 +52,17 @@ def training_marks(lines: list[str], ctx: ParseContext, blob: str | None = None)
     for i, raw in enumerate(lines):
         if not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
             continue
-        text = strip_prefixes(raw)[0]
-        if not progress_mod.training_line(text) or progress_mod.SETUP_BAR.search(text):
-            continue
+        if not _shows_training(strip_prefixes(raw)[0]) and not ("%|" in raw and _shows_training(raw)):
+            continue  # (the second: a training bar the line was printed onto, which strip_prefixes peels)
         ctx.training_seen = True
         ts = _time_at_or_above(lines, i, ctx)
         if ts is not None and (ctx.training_ts is None or ts < ctx.training_ts):
             ctx.training_ts = ts
         return  # the earliest marker of these lines is the one that counts
+
+
+def _shows_training(text: str) -> bool:
+    return progress_mod.training_line(text) and not progress_mod.SETUP_BAR.search(text)
 
 
 def _training_end(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext) -> None:

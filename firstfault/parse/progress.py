@@ -42,12 +42,19 @@ TRAINING_MARKER = re.compile(
 # above stays one cheap scan for the lines that hold a step or loss word
 RATE_UNITS = ("images", "img", "samples", "tokens", "tok", "sequences", "seqs")
 _UNIT = "|".join(RATE_UNITS)
+# DeepSpeed's ThroughputTimer (deepspeed/utils/timer.py), every steps_per_print steps of training:
+# "0/2650, SamplesPerSec=13.19" (older releases), "RunningAvgSamplesPerSec=..., CurrSamplesPerSec=..."
+PER_SEC = re.compile(r"SamplesPerSec=\d")
 THROUGHPUT = re.compile(rf"\d\s*(?:{_UNIT})/s(?:ec)?\b|\b(?:{_UNIT})/s(?:ec)?\s*[:=]\s*\d")
 
 
 def training_line(text: str) -> bool:
     """Does this line show training under way (a step, a loss, a rate or a throughput)?"""
-    return TRAINING_MARKER.search(text) is not None or ("/s" in text and THROUGHPUT.search(text) is not None)
+    return (
+        TRAINING_MARKER.search(text) is not None
+        or ("/s" in text and THROUGHPUT.search(text) is not None)
+        or ("PerSec" in text and PER_SEC.search(text) is not None)
+    )
 
 
 # A tqdm bar of the set-up, not of training: Hugging Face's "Loading checkpoint shards", datasets'
@@ -68,6 +75,7 @@ TRAINING_LITERALS = (
     "LOSS",
     "it/s",
     "s/it",
+    "SamplesPerSec",
     *(f"{unit}/s" for unit in RATE_UNITS),
 )  # "STEP 9.0": SLURM's
 
