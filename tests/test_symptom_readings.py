@@ -131,3 +131,38 @@ def test_deepspeeds_throughput_line_shows_training(tmp_path: Path) -> None:
         "[INFO 2020-06-08 05:26:34] 0/2700, SamplesPerSec=13.198177991591365\n",
     )
     assert str(v.category) == "none"
+
+
+def test_an_abort_after_the_watchdogs_teardown_is_that_teardown(tmp_path: Path) -> None:
+    """ultralytics/yolov5#4409 (torch 1.x wording): ranks 1-3 time out in a BROADCAST while rank 0
+    validates; the watchdog says it takes the process down, and the paste ends with the bare
+    "terminate called" of that abort. The abort is the tear-down, not a crash that came first."""
+    v = _analyze_text(
+        tmp_path,
+        "[E ProcessGroupNCCL.cpp:566] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(OpType=BROADCAST, Timeout(ms)=60000) ran for 66858 milliseconds before timing out.\n"
+        "[E ProcessGroupNCCL.cpp:566] [Rank 2] Watchdog caught collective operation timeout: "
+        "WorkNCCL(OpType=BROADCAST, Timeout(ms)=60000) ran for 66854 milliseconds before timing out.\n"
+        "[E ProcessGroupNCCL.cpp:566] [Rank 3] Watchdog caught collective operation timeout: "
+        "WorkNCCL(OpType=BROADCAST, Timeout(ms)=60000) ran for 66664 milliseconds before timing out.\n"
+        "\n"
+        "[E ProcessGroupNCCL.cpp:325] Some NCCL operations have failed or timed out. Due to the asynchronous "
+        "nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. To avoid "
+        "this inconsistency, we are taking the entire process down.\n"
+        "terminate called after throwing an instance of 'std::runtime_error'\n",
+    )
+    assert str(v.category) == "hang"
+    assert v.culprit.ranks[:1] == [0]
+
+
+def test_a_teardown_with_no_error_is_never_a_healthy_job(tmp_path: Path) -> None:
+    """A paste holding only the watchdog's tear-down (the form of the torch 2.5 example in
+    nccl.async_error_teardown): the job failed, though not a line says why. Never `none`."""
+    v = _analyze_text(
+        tmp_path,
+        "[rank1]:[E1118 20:32:23.957487695 ProcessGroupNCCL.cpp:681] [Rank 1] Some NCCL operations have failed "
+        "or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
+        "corrupted/incomplete data.\n",
+    )
+    assert str(v.category) == "unknown"
+    assert "torn down" in v.summary

@@ -268,6 +268,10 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
             0.2,
             Action.RESTART,
         )
+    elif (down := _torn_down(inp.events)) is not None:
+        cat, act, conf = Category.UNKNOWN, Action.RESTART, 0.3
+        where = clip(f"{down.source}:{down.line}: {down.text.strip()}", 160)
+        summary = f"the job was torn down ({where}), and no line in the log says why: the fault's own output is missing"
     else:
         cat, act = Category.NONE, Action.NONE
         summary, conf = _no_failure(inp.events, inp.training_end)
@@ -286,6 +290,19 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
         progress=inp.progress,
         flight_recorder=inp.fr,
     )
+
+
+def _torn_down(events: Sequence[Event]) -> Event | None:
+    """The first line saying the job or a process was being taken down (a watchdog's "we are taking
+    the entire process down", a launcher's closing signal), when nothing says the job ended well.
+
+    Why: ``none`` means the job ended well. A tear-down is a failure's consequence even when the
+    failure's own line is not in the paste; saying "no failure" there would be a lie.
+    """
+    if any(e.fields.get("completed") for e in events):
+        return None
+    downs = [e for e in events if e.role == Role.TEARDOWN]
+    return min(downs, key=lambda e: (e.source, e.line)) if downs else None
 
 
 def _no_failure(events: Sequence[Event], training_end: str | None) -> tuple[str, float]:

@@ -353,6 +353,11 @@ def place_quoted(events: Sequence[Event]) -> int | None:
     return placed
 
 
+# ProcessGroupNCCL's "Some NCCL operations have failed or timed out ... we are taking the entire
+# process down": the watchdog's own word that the abort after it is its tear-down
+_WATCHDOG_TEARDOWN = "nccl.async_error_teardown"
+
+
 def _announced_symptoms(events: Sequence[Event]) -> None:
     """An abort that announces a symptom is that symptom's tail, not a crash of its own.
 
@@ -363,6 +368,8 @@ def _announced_symptoms(events: Sequence[Event]) -> None:
     process dying of the exception its ``what():`` line, right below, spells out. When that line is
     a peer's timeout or a watchdog re-raising what it caught (a cascade or a tear-down), the abort
     is part of it: it takes that role (and rank), and the quoted cause, if any, stays the evidence.
+    With nothing below it (the paste stops there), the watchdog's "we are taking the entire process
+    down" right above it says the same.
     """
     by_source: dict[str, list[Event]] = defaultdict(list)
     for e in events:
@@ -377,8 +384,16 @@ def _announced_symptoms(events: Sequence[Event]) -> None:
             if e.role != Role.ROOT or e.fields.get("defer") != "1":
                 continue
             nxt = next((n for n in evs[i + 1 :] if n.line > e.line), None)
-            if nxt is None or nxt.line - e.line > 5 or nxt.role not in (Role.CASCADE, Role.TEARDOWN):
-                continue
+            if nxt is not None and nxt.line - e.line <= 5:
+                if nxt.role not in (Role.CASCADE, Role.TEARDOWN):
+                    continue  # the reason below is a fault of its own: the announcement defers to it
+            else:
+                # no reason below (a paste cut after it): the watchdog's "we are taking the entire
+                # process down" right above says what the abort is
+                prv = next((p for p in reversed(evs[:i]) if p.line < e.line), None)
+                if prv is None or e.line - prv.line > 3 or prv.signature != _WATCHDOG_TEARDOWN:
+                    continue
+                nxt = prv
             e.role, e.category = nxt.role, nxt.category
             if e.rank is None:
                 e.rank = nxt.rank
