@@ -21,6 +21,11 @@ from firstfault.parse.progress import TRAINING_MARKER, match_progress, own_ms
         "{'loss': 1.2345, 'grad_norm': 3.1, 'learning_rate': 5e-05, 'epoch': 0.5}",  # HF Trainer
         "train_loss=nan",
         "Iter 7/100",
+        "epoch=0/micro_step=10/global_step=10, RunningAvgSamplesPerSec=51.2",  # DeepSpeed ThroughputTimer
+        "2021-06-15 10:12:01,123 - mmdet - INFO - Epoch [1][50/7330]\tlr: 1.000e-02, eta: 1 day, 2:03:04",  # mmcv
+        "Iter [100/1000]\tlr: 1.000e-02, eta: 0:10:00, time: 0.512",  # mmcv, IterBasedRunner
+        "Epoch(train)  [1][ 50/500]  lr: 1.0000e-02  eta: 0:10:00  time: 0.5000",  # mmengine
+        "Iter(train) [  50/1000]  lr: 1.0000e-02  eta: 0:10:00",  # mmengine
     ],
 )
 def test_training_markers(line: str) -> None:
@@ -33,6 +38,8 @@ def test_training_markers(line: str) -> None:
         "slurmstepd: error: *** STEP 9.0 ON node01 CANCELLED AT 2026-01-01T00:00:00 ***",  # SLURM's step id
         "usage: train.py [--steps STEPS] [--max-step 5]",  # an option, not progress
         "torch.distributed.elastic.multiprocessing.api: failed (exitcode: 1)",
+        "max_steps=100, warmup_steps=10, gradient_accumulation_steps: 4",  # arguments, not progress
+        "Epoch(val) [1][10/100]  eta: 0:00:01",  # mmengine's evaluation, not training
     ],
 )
 def test_not_training_markers(line: str) -> None:
