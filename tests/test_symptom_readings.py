@@ -164,5 +164,27 @@ def test_a_teardown_with_no_error_is_never_a_healthy_job(tmp_path: Path) -> None
         "or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
         "corrupted/incomplete data.\n",
     )
-    assert str(v.category) == "unknown"
+    assert str(v.category) == "configuration"  # no line shows training: the set-up's, as an unexplained error
     assert "torn down" in v.summary
+    trained = _analyze_text(
+        tmp_path,
+        "[rank1]: step 12 loss 2.3412\n"
+        "[rank1]:[E1118 20:32:23.957487695 ProcessGroupNCCL.cpp:681] [Rank 1] Some NCCL operations have failed "
+        "or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
+        "corrupted/incomplete data.\n",
+    )
+    assert str(trained.category) == "unknown" and "torn down" in trained.summary
+
+
+def test_memory_registration_failing_at_start_up_is_the_set_up(tmp_path: Path) -> None:
+    """hhhyunwoo.github.io/posts/infiniband-nccl-issue: NCCL could not register memory with the HCA
+    at start-up; the author raised the locked-memory limit (memlock) and the job ran."""
+    v = _analyze_text(
+        tmp_path,
+        "ibvwrap.c: 106 NCCL WARN Call to ibv_reg_mr failed\n"
+        "NCCL INFO ib_plugin.c:448 -> 2\n"
+        "NCCL INFO include/net.h:23 -> 2\n"
+        "NCCL INFO transport/net.cc:248 -> 2\n",
+    )
+    assert str(v.category) == "configuration"
+    assert v.root_event is not None and v.root_event.signature == "nccl.call_failed_memory_registration"

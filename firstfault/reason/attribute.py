@@ -31,7 +31,7 @@ from firstfault.reason.candidates import (
 )
 from firstfault.reason.chain import chain, fr_links, later_links, recurrences
 from firstfault.reason.confidence import confidence
-from firstfault.reason.configuration import common_failure, template_key
+from firstfault.reason.configuration import before_training, common_failure, template_key
 from firstfault.reason.correlate import Candidate, Correlation, candidate_order
 from firstfault.reason.crash_site import apply_crash_site
 from firstfault.reason.hypothesis import DEFAULT_ACTION, hypothesis
@@ -272,6 +272,10 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
         cat, act, conf = Category.UNKNOWN, Action.RESTART, 0.3
         where = clip(f"{down.source}:{down.line}: {down.text.strip()}", 160)
         summary = f"the job was torn down ({where}), and no line in the log says why: the fault's own output is missing"
+        if before_training(down.ts, inp.training, inp.launch_start, True, inp.window.end if inp.window else None):
+            # the reading an unexplained error gets (reason.configuration): before training, the set-up's
+            cat, act = Category.CONFIGURATION, DEFAULT_ACTION[Category.CONFIGURATION]
+            summary += "; it came before any training line: read as a failure of the set-up"
     else:
         cat, act = Category.NONE, Action.NONE
         summary, conf = _no_failure(inp.events, inp.training_end)
