@@ -28,6 +28,8 @@ from firstfault.vocab.errors import SignatureError
 # 2,048-rank FR-heavy bundle in the same CPU time as 65,536 (3.6-3.7 s), and each parse worker of
 # the 16,384-rank one holds ~30 MB less.
 CLASSIFY_CACHE = 8192
+# a signature's ``sets = { evidence = "1" }``: a line that only shows a job printed it (parse.run)
+EVIDENCE = "evidence"
 _MISS = object()
 _REQUIRED = ("id", "pattern", "literals", "category", "layer", "role", "source")
 
@@ -159,7 +161,7 @@ class Registry:
         self.evidence_literals = frozenset(
             lit
             for lit, idxs in by_literal.items()
-            if idxs and all(self.signatures[i].sets.get("evidence") == "1" for i in idxs)
+            if idxs and all(self.signatures[i].sets.get(EVIDENCE) == "1" for i in idxs)
         )
         self._prefer = prefilter
         self._cache: dict[tuple[str, str, bool], LineMatch | None] = {}

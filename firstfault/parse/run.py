@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import IO
 
 from firstfault.discover import Bundle, SourceFile
+from firstfault.match.registry import EVIDENCE
 from firstfault.parse import hooks, ibstat, kernel, nccl, slurm  # noqa: F401  (kernel, nccl, slurm register parsers)
 from firstfault.parse.base import MAX_TEXT, ParseContext, SourceParser, parser_for, remap_ranks
 from firstfault.parse.classify import LineClassifier
@@ -33,7 +34,6 @@ from firstfault.vocab.timefmt import year_of
 from firstfault.vocab.topology import Topology
 
 MAX_CONTEXT = 30
-EVIDENCE = "evidence"  # a signature's ``sets = { evidence = "1" }``
 
 
 def _frames(hit: Hit) -> tuple[str, ...]:
