@@ -19,7 +19,7 @@ from pathlib import Path
 
 from firstfault.match.prefilter import AhoCorasickFinder, HyperscanFinder, make_finder
 from firstfault.match.unrecognised import ERROR_LITERALS, UNRECOGNISED, is_error_line
-from firstfault.parse.classify import LineMatch
+from firstfault.parse.classify import EVIDENCE, LineMatch
 from firstfault.vocab import Action, Category, Layer, Role, Severity
 from firstfault.vocab.errors import SignatureError
 
@@ -28,8 +28,6 @@ from firstfault.vocab.errors import SignatureError
 # 2,048-rank FR-heavy bundle in the same CPU time as 65,536 (3.6-3.7 s), and each parse worker of
 # the 16,384-rank one holds ~30 MB less.
 CLASSIFY_CACHE = 8192
-# a signature's ``sets = { evidence = "1" }``: a line that only shows a job printed it (parse.run)
-EVIDENCE = "evidence"
 _MISS = object()
 _REQUIRED = ("id", "pattern", "literals", "category", "layer", "role", "source")
 

@@ -15,6 +15,10 @@ from typing import Protocol
 from firstfault.parse.stream import Finder
 from firstfault.vocab import Category, Layer, Role, Severity
 
+# A signature's ``sets = { evidence = "1" }``: a line that only shows a job printed it. Parsing notes
+# it and keeps no event (parse.run); the registry knows which literals only such lines use.
+EVIDENCE = "evidence"
+
 
 @dataclass(frozen=True, slots=True)
 class LineMatch:

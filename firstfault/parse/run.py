@@ -18,10 +18,9 @@ from collections.abc import Callable, Iterator
 from typing import IO
 
 from firstfault.discover import Bundle, SourceFile
-from firstfault.match.registry import EVIDENCE
 from firstfault.parse import hooks, ibstat, kernel, nccl, slurm  # noqa: F401  (kernel, nccl, slurm register parsers)
 from firstfault.parse.base import MAX_TEXT, ParseContext, SourceParser, parser_for, remap_ranks
-from firstfault.parse.classify import LineClassifier
+from firstfault.parse.classify import EVIDENCE, LineClassifier
 from firstfault.parse.facts import head_and_tail
 from firstfault.parse.result import ParseResult
 from firstfault.parse.stream import Hit, scan
