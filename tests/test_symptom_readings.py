@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from firstfault.pipeline import analyze
 from firstfault.vocab import Verdict
 
@@ -41,18 +43,6 @@ def test_an_abort_on_a_timeout_is_the_timeouts_victim_not_a_crash(tmp_path: Path
     assert str(chain["cpp.terminate"]) != "root"
 
 
-def test_an_abort_on_a_real_error_keeps_the_error(tmp_path: Path) -> None:
-    """The same announcement before a watchdog quoting a device error (the form of
-    kohya-ss/sd-scripts#1434's watchdog line): the quoted error is the fault."""
-    v = _analyze_text(
-        tmp_path,
-        "terminate called after throwing an instance of 'c10::DistBackendError'\n"
-        "  what():  [E ProcessGroupNCCL.cpp:916] [Rank 1] NCCL watchdog thread terminated with exception: "
-        "CUDA error: uncorrectable ECC error encountered\n",
-    )
-    assert str(v.category) == "gpu_hardware"
-
-
 def test_a_peer_closing_its_connection_is_not_called_the_network(tmp_path: Path) -> None:
     """pytorch/pytorch#78514: rank 0 returned before its isend completed and its process exited;
     rank 1's recv saw gloo's "Connection closed by peer". The peer left first, for a reason only
@@ -72,32 +62,36 @@ def test_a_peer_closing_its_connection_is_not_called_the_network(tmp_path: Path)
     assert any("18.25.6.30 closed its connection" in r for r in v.reasons)
 
 
-def test_a_storage_errno_without_the_class_name_is_storage(tmp_path: Path) -> None:
-    """THUDM/slime#326: Megatron's async checkpoint writer logs the OSError as f"{e}" ("[Errno 5]
-    Input/output error", CPython's OSError text without the class name)."""
-    v = _analyze_text(
-        tmp_path,
+# (thread, the lines as pasted there, the category they read as): one reading each
+_READS_AS = [
+    # the abort's announcement before a watchdog quoting a device error (the watchdog line of
+    # kohya-ss/sd-scripts#1434): the quoted error is the fault, not the abort
+    (
+        "abort-on-ecc",
+        "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+        "  what():  [E ProcessGroupNCCL.cpp:916] [Rank 1] NCCL watchdog thread terminated with exception: "
+        "CUDA error: uncorrectable ECC error encountered\n",
+        "gpu_hardware",
+    ),
+    # THUDM/slime#326: Megatron's async checkpoint writer logs the OSError as f"{e}" ("[Errno 5]
+    # Input/output error", CPython's OSError text without the class name)
+    (
+        "slime-326",
         "ERROR: megatron.core.dist_checkpointing.strategies.filesystem_async: Local process 0 encountered "
         "an error: [Errno 5] Input/output error\n",
-    )
-    assert str(v.category) == "storage_io"
-
-
-def test_datasets_out_of_disk_space_is_storage(tmp_path: Path) -> None:
-    """THUDM/ChatGLM2-6B#463: datasets' free-space check before building the dataset."""
-    v = _analyze_text(
-        tmp_path,
+        "storage_io",
+    ),
+    # THUDM/ChatGLM2-6B#463: datasets' free-space check before building the dataset
+    (
+        "chatglm2-6b-463",
         "OSError: Not enough disk space. Needed: Unknown size (download: Unknown size, generated: Unknown size, "
         "post-processed: Unknown size)\n",
-    )
-    assert str(v.category) == "storage_io"
-
-
-def test_a_message_wrapped_by_the_console_still_matches(tmp_path: Path) -> None:
-    """hiyouga/LLaMA-Factory#236: an 80-column console wrapped DeepSpeed's loss-scale exception
-    (". Exiting run." on a line of its own) and interleaved two ranks' copies."""
-    v = _analyze_text(
-        tmp_path,
+        "storage_io",
+    ),
+    # hiyouga/LLaMA-Factory#236: an 80-column console wrapped DeepSpeed's loss-scale exception
+    # (". Exiting run." on a line of its own) and interleaved two ranks' copies
+    (
+        "llamafactory-236",
         "    self.loss_scaler.update_scale(has_overflow)\n"
         "    raise Exception(\n"
         'Exception  File "/home/xxx/miniconda3/lib/python3.11/site-packages/deepspeed/r\n'
@@ -106,31 +100,30 @@ def test_a_message_wrapped_by_the_console_still_matches(tmp_path: Path) -> None:
         " run.\n"
         "Exception: Current loss scale already at minimum - cannot decrease scale anymore\n"
         ". Exiting run.\n",
-    )
-    assert str(v.category) == "numerical"
-
-
-def test_a_training_bar_a_log_line_was_printed_onto_shows_training(tmp_path: Path) -> None:
-    """hpcaitech/ColossalAI#4551 (a healthy run): the tqdm bar's redraws were lost in the capture, so
-    the logger's line sits on the bar's ("Step:  20%|...| 1/5 [00:22<01:31, 22.90s/it][08/30/23
-    07:07:54] INFO ..."). The bar is peeled as a prefix, and it is what shows training."""
-    v = _analyze_text(
-        tmp_path,
+        "numerical",
+    ),
+    # hpcaitech/ColossalAI#4551 (a healthy run): the tqdm bar's redraws were lost in the capture, so
+    # the logger's line sits on the bar's. The bar is peeled as a prefix, and it is what shows training
+    (
+        "colossalai-4551",
         "Step:  20%|██        | 1/5 [00:22<01:31, 22.90s/it][08/30/23 07:07:54] INFO     colossalai - "
         "colossalai - INFO:                    \n"
         "                    INFO     colossalai - colossalai - INFO: Step time: 19.714  \n",
-    )
-    assert str(v.category) == "none"
-
-
-def test_deepspeeds_throughput_line_shows_training(tmp_path: Path) -> None:
-    """deepspeedai/DeepSpeed#255 (a healthy run): ThroughputTimer's "{epoch}/{step}, SamplesPerSec={}"."""
-    v = _analyze_text(
-        tmp_path,
+        "none",
+    ),
+    # deepspeedai/DeepSpeed#255 (a healthy run): ThroughputTimer's "{epoch}/{step}, SamplesPerSec={}"
+    (
+        "deepspeed-255",
         ">[INFO 2020-06-08 05:26:19] 0/2650, SamplesPerSec=13.19749106827976\n"
         "[INFO 2020-06-08 05:26:34] 0/2700, SamplesPerSec=13.198177991591365\n",
-    )
-    assert str(v.category) == "none"
+        "none",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "category"), [c[1:] for c in _READS_AS], ids=[c[0] for c in _READS_AS])
+def test_a_real_paste_reads_as_its_fault(tmp_path: Path, text: str, category: str) -> None:
+    assert str(_analyze_text(tmp_path, text).category) == category
 
 
 def test_an_abort_after_the_watchdogs_teardown_is_that_teardown(tmp_path: Path) -> None:
