@@ -45,6 +45,7 @@ class CorpusResult:
     summary: str
     seconds: float
     error: str = ""
+    confidence: float = 0.0  # the verdict's own (0 for a refusal)
 
     @property
     def category_ok(self) -> bool:
@@ -89,9 +90,9 @@ def evaluate_case(case: Path) -> CorpusResult:
     t0 = time.perf_counter()
     try:
         v = analyze(case / "log.txt")
-        cat, got, summary, err = str(v.category), list(v.culprit.ranks), v.summary, ""
+        cat, got, summary, err, conf = str(v.category), list(v.culprit.ranks), v.summary, "", float(v.confidence)
     except BundleError as exc:
-        cat, got, summary, err = "error", [], "", str(exc)
+        cat, got, summary, err, conf = "error", [], "", str(exc), 0.0
     return CorpusResult(
         case.name,
         str(label.get("project", "?")),
@@ -105,6 +106,7 @@ def evaluate_case(case: Path) -> CorpusResult:
         summary,
         time.perf_counter() - t0,
         err,
+        conf,
     )
 
 
@@ -128,6 +130,21 @@ def totals(rows: list[CorpusResult]) -> dict[str, str]:
         "failed answered none": _pct(sum(r.silent for r in failed), len(failed)),
         "healthy flagged": _pct(sum(r.false_alarm for r in healthy), len(healthy)),
     }
+
+
+# Confidence bands: is a verdict that says it is surer right more often? (refusals left out)
+CONFIDENCE_BANDS = ((0.0, 0.5), (0.5, 0.7), (0.7, 0.85), (0.85, 1.01))
+
+
+def calibration(rows: list[CorpusResult]) -> list[tuple[str, str]]:
+    """Category right, per band of the verdict's confidence: what "how sure it is" is worth."""
+    out = []
+    answered = [r for r in rows if r.category != "error"]
+    for lo, hi in CONFIDENCE_BANDS:
+        band = [r for r in answered if lo <= r.confidence < hi]
+        name = f"{lo:.2f}-{min(hi, 1.0):.2f}"
+        out.append((name, _pct(sum(r.category_ok for r in band), len(band))))
+    return out
 
 
 def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -> list[CorpusResult]:
@@ -157,6 +174,12 @@ def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -
     for key in tots["all"]:
         s.add_row(key, *(tots[k][key] for k in ("all", "dev", "held-out")))
     con.print(s)
+    cal = Table(title="category right, by the verdict's confidence (refusals left out)")
+    cal.add_column("confidence")
+    cal.add_column("category right")
+    for band, pct in calibration(rows):
+        cal.add_row(band, pct)
+    con.print(cal)
     conf = Counter((r.truth_category, r.category) for r in rows if not r.category_ok)
     if conf:
         c = Table(title="category misses (label -> firstfault)")
@@ -169,6 +192,8 @@ def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -
     if markdown is not None:
         lines = ["| measure | all | dev | held-out |", "|---|---|---|---|"]
         lines += [f"| {k} | {tots['all'][k]} | {tots['dev'][k]} | {tots['held-out'][k]} |" for k in tots["all"]]
+        lines += ["", "| confidence | category right |", "|---|---|"]
+        lines += [f"| {band} | {pct} |" for band, pct in calibration(rows)]
         lines += [
             "",
             "| case | split | label | firstfault | culprit label | culprit firstfault |",

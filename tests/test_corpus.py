@@ -60,3 +60,11 @@ def test_every_case_is_analysed_and_accuracy_holds() -> None:
     assert category >= FLOOR_CATEGORY
     assert culprit >= FLOOR_CULPRIT
     assert silent <= CEILING_SILENT
+    # the verdict's confidence means something: its surest band is right more often than its least sure
+    from firstfault_bench.corpus import CONFIDENCE_BANDS
+
+    answered = [r for r in results if r.category != "error"]
+    lo, hi = CONFIDENCE_BANDS[0], CONFIDENCE_BANDS[-1]
+    unsure = [r.category_ok for r in answered if lo[0] <= r.confidence < lo[1]]
+    sure = [r.category_ok for r in answered if hi[0] <= r.confidence < hi[1]]
+    assert unsure and sure and sum(sure) / len(sure) > sum(unsure) / len(unsure)
