@@ -181,3 +181,17 @@ def test_memory_registration_failing_at_start_up_is_the_set_up(tmp_path: Path) -
     )
     assert str(v.category) == "configuration"
     assert v.root_event is not None and v.root_event.signature == "nccl.call_failed_memory_registration"
+
+
+def test_naming_the_lowest_of_several_silent_ranks_says_it_is_a_choice(tmp_path: Path) -> None:
+    """huggingface/finetrainers#114's first line: only rank 3's timeout is in the paste; ranks 0-2 printed
+    nothing. Rank 0 is named (it validates alone), and the verdict says so rather than implying
+    that anything rank 0 printed singled it out."""
+    v = _analyze_text(
+        tmp_path,
+        "[rank3]:[E1205 04:35:53.584483882 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=3348, OpType=BROADCAST, NumelIn=54607872, NumelOut=54607872, "
+        "Timeout(ms)=1800000) ran for 1800098 milliseconds before timing out.\n",
+    )
+    assert str(v.category) == "hang" and v.culprit.ranks[:1] == [0]
+    assert any("printed nothing either" in r and "not from anything it printed" in r for r in v.reasons)

@@ -154,6 +154,13 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
         return (fr_pos, named, step, c.ts if c.ts is not None else float("inf"), c.rank or 0)
 
     out.sort(key=key)
+    others = [c.rank for c in out[1:] if c.rank in sus.unseen]
+    if out and out[0].rank in sus.unseen and others and out[0].rank not in awaited and not fr_list:
+        # several ranks printed nothing: the lowest is named, and the verdict says it is a choice
+        out[0].reasons.append(
+            f"rank(s) {rank_list(sorted(others))} printed nothing either; rank {out[0].rank} is named as the lowest "
+            "(rank 0 alone evaluates, logs and writes checkpoints in most trainers), not from anything it printed"
+        )
     return out
 
 
