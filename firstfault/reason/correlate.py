@@ -189,6 +189,16 @@ def _torn_down_aborts(v: RankView) -> None:
     v.roots = []
 
 
+# How far below an announcement (``sets.defer``) the reason it announces may be: ``terminate called
+# after throwing ...`` and its ``what():`` line, with a frame or two between them
+ANNOUNCED_WITHIN = 5
+
+
+def _announces(e: Event) -> bool:
+    """A line that only announces a reason to follow (``sets = {defer = "1"}``)."""
+    return e.fields.get("defer") == "1"
+
+
 def _most_specific(roots: list[Event]) -> Event | None:
     """The first root event, or a more specific one right beside it.
 
@@ -200,10 +210,10 @@ def _most_specific(roots: list[Event]) -> Event | None:
         return None
     first = roots[0]
     best = first
-    if first.fields.get("defer") != "1":
+    if not _announces(first):
         return first
     for e in roots[1:]:
-        same_place = e.source == first.source and 0 <= e.line - first.line <= 5
+        same_place = e.source == first.source and 0 <= e.line - first.line <= ANNOUNCED_WITHIN
         if same_place and e.priority > best.priority:
             best = e
     return best
@@ -358,33 +368,39 @@ def place_quoted(events: Sequence[Event]) -> int | None:
 _WATCHDOG_TEARDOWN = "nccl.async_error_teardown"
 
 
+def _quoted_symptoms(events: Sequence[Event]) -> None:
+    """A tear-down quoting a symptom (the watchdog re-raising the timeout it caught) is that
+    symptom: the rank that printed it waited for a peer, as its timeout line would have said."""
+    for e in events:
+        if e.role == Role.TEARDOWN and e.fields.get("cause_role") == Role.CASCADE.value:
+            e.role = Role.CASCADE
+            e.category = Category(e.fields.get("cause_category", e.category))
+
+
 def _announced_symptoms(events: Sequence[Event]) -> None:
     """An abort that announces a symptom is that symptom's tail, not a crash of its own.
-
-    A tear-down quoting a symptom (the watchdog re-raising the timeout it caught) is that
-    symptom: the rank that printed it waited for a peer, as its timeout line would have said.
 
     ``terminate called after throwing an instance of 'c10::DistBackendError'`` (``defer``) is the
     process dying of the exception its ``what():`` line, right below, spells out. When that line is
     a peer's timeout or a watchdog re-raising what it caught (a cascade or a tear-down), the abort
     is part of it: it takes that role (and rank), and the quoted cause, if any, stays the evidence.
     With nothing below it (the paste stops there), the watchdog's "we are taking the entire process
-    down" right above it says the same.
+    down" right above it says the same. Announcements are rare: only their files are looked at.
     """
+    sources = {e.source for e in events if e.role == Role.ROOT and _announces(e)}
+    if not sources:
+        return
     by_source: dict[str, list[Event]] = defaultdict(list)
     for e in events:
-        if e.role == Role.TEARDOWN and e.fields.get("cause_role") == Role.CASCADE.value:
-            # a watchdog re-raising a timeout it caught: this rank waited for a peer, it is a victim
-            e.role = Role.CASCADE
-            e.category = Category(e.fields.get("cause_category", e.category))
-        by_source[e.source].append(e)
+        if e.source in sources:
+            by_source[e.source].append(e)
     for evs in by_source.values():
         evs.sort(key=lambda e: e.line)
         for i, e in enumerate(evs):
-            if e.role != Role.ROOT or e.fields.get("defer") != "1":
+            if e.role != Role.ROOT or not _announces(e):
                 continue
             nxt = next((n for n in evs[i + 1 :] if n.line > e.line), None)
-            if nxt is not None and nxt.line - e.line <= 5:
+            if nxt is not None and nxt.line - e.line <= ANNOUNCED_WITHIN:
                 if nxt.role not in (Role.CASCADE, Role.TEARDOWN):
                     continue  # the reason below is a fault of its own: the announcement defers to it
             else:
@@ -401,6 +417,7 @@ def _announced_symptoms(events: Sequence[Event]) -> None:
 
 
 def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Correlation:
+    _quoted_symptoms(events)
     _announced_symptoms(events)
     recoveries = demote_recovered(events)
     ranks, host_events = _rank_views(events)
