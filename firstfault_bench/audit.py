@@ -35,7 +35,8 @@ from firstfault.vocab.records import Culprit
 from firstfault_sim.cluster import Layout as SimLayout
 from firstfault_sim.cluster import SimConfig, parse_fault
 from firstfault_sim.cluster.emit import truth_of, write_bundle
-from firstfault_sim.cluster.scenario import Outcome, simulate
+from firstfault_sim.cluster.outcome import Outcome
+from firstfault_sim.cluster.scenario import simulate
 
 FAULT_STEP = 20.3  # the fault lands a third into a 60-step run, mid-step
 STEPS = 60

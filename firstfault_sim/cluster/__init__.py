@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from firstfault_sim.cluster.faults import FAULT_KINDS, KINDS, FaultSpec, parse_fault
 
 if TYPE_CHECKING:  # the engine and the writer load when a job is simulated: the CLI's help stays fast
-    from firstfault_sim.cluster.scenario import SimConfig
+    from firstfault_sim.cluster.outcome import SimConfig
 
 __all__ = ["FAULT_KINDS", "KINDS", "FaultSpec", "Layout", "SimConfig", "parse_fault", "simulate_cluster"]
 
@@ -29,7 +29,7 @@ def __getattr__(name: str) -> Any:
 
         return Layout
     if name == "SimConfig":
-        from firstfault_sim.cluster.scenario import SimConfig
+        from firstfault_sim.cluster.outcome import SimConfig
 
         return SimConfig
     raise AttributeError(name)

@@ -29,7 +29,7 @@ from typing import Any
 from firstfault_sim.cluster import templates as T
 from firstfault_sim.cluster.faults import KINDS
 from firstfault_sim.cluster.frdump import dump_bytes
-from firstfault_sim.cluster.scenario import Outcome
+from firstfault_sim.cluster.outcome import Outcome
 
 
 def _pool(rng_seed: int, n: int, mean: float, rel: float) -> list[str]:

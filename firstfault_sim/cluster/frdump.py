@@ -21,7 +21,7 @@ from firstfault_sim.cluster import templates as T
 from firstfault_sim.cluster.schedule import OP_FR
 
 if TYPE_CHECKING:
-    from firstfault_sim.cluster.scenario import Outcome
+    from firstfault_sim.cluster.outcome import Outcome
 
 FR_VERSION = "2.9"  # what torch 2.7/2.8 + NCCL 2.27 wrote (the nvrx dumps); 2.10 renamed nccl_version
 

@@ -16,17 +16,16 @@ Every line an event produces is recorded here already formatted (with the host's
 from __future__ import annotations
 
 import heapq
-import math
 import random
-from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
 from firstfault_sim.cluster import templates as T
 from firstfault_sim.cluster.clock import Clock, host_offsets
-from firstfault_sim.cluster.faults import KINDS, FaultSpec
-from firstfault_sim.cluster.layout import Layout, ProcessGroups
-from firstfault_sim.cluster.schedule import Blocked, Op, Schedule, Stop, propagate
+from firstfault_sim.cluster.faults import KINDS
+from firstfault_sim.cluster.layout import ProcessGroups
+from firstfault_sim.cluster.outcome import Fault, Outcome, SimConfig
+from firstfault_sim.cluster.schedule import Op, Schedule, Stop, propagate
+from firstfault_sim.cluster.teardown import TearDown
 from firstfault_sim.cluster.topology import Cluster, ClusterShape
 
 DAY0 = 1796198400.0  # 2026-12-02T00:00:00Z, the date of the real captures this mimics
@@ -40,101 +39,7 @@ CUDA_ERRORS = {
 IB_RETRY_S = 34.0  # NCCL_IB_TIMEOUT=20 (4.3 s per try) x (NCCL_IB_RETRY_CNT=7 + 1)
 
 
-@dataclass(frozen=True)
-class SimConfig:
-    """Everything that decides a bundle; the same config and seed give the same bytes."""
-
-    hosts: int = 2
-    gpus_per_host: int = 8
-    layout: Layout = field(default_factory=lambda: Layout(tp=8))
-    nccl_timeout_s: float = 600.0
-    seed: int = 0
-    clock_skew_s: float = 0.05
-    noise: int = 1
-    steps: int = 60
-    step_time_s: float = 2.0
-    faults: tuple[FaultSpec, ...] = ()
-    kill_on_bad_exit: bool = True
-    remote_errors: bool = True
-    tee: int = 0  # torchrun --tee: 3 = stdout+stderr on the console, 2 = stderr only; 0 = by size
-    fr_dumps: bool = True
-    fr_entries: int = 20
-    scheduler_logs: bool = True
-    slurmd_timeout_s: float = 300.0
-    hosts_per_leaf: int = 32
-    nvlink_domain: int = 0
-    job_id: int = 0
-
-    @property
-    def world(self) -> int:
-        return self.hosts * self.gpus_per_host
-
-
-@dataclass
-class Fault:
-    """A fault resolved to a time (true clock) and a place."""
-
-    spec: FaultSpec
-    t: float
-    rank: int | None
-    host: int
-    local: int
-    step: int
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def kind(self) -> str:
-        return self.spec.kind
-
-
-Line = tuple[float, int, str]
-
-
-@dataclass
-class Outcome:
-    """What happened, as lines per destination, and the facts truth.json is made of."""
-
-    cfg: SimConfig
-    cluster: Cluster
-    groups: ProcessGroups
-    sched: Schedule
-    clocks: list[Clock]
-    t0: float
-    t_train: float
-    step_s: float
-    job: int
-    run_id: str
-    faults: list[Fault]
-    pid: list[int]
-    agent_pid: list[int]
-    stderr: dict[int, list[Line]] = field(default_factory=lambda: defaultdict(list))
-    stdout: dict[int, list[Line]] = field(default_factory=lambda: defaultdict(list))
-    agent: dict[int, list[Line]] = field(default_factory=lambda: defaultdict(list))
-    srun: list[tuple[float, int, str, int | None]] = field(default_factory=list)
-    kernel: dict[int, list[Line]] = field(default_factory=lambda: defaultdict(list))
-    ctld: list[Line] = field(default_factory=list)
-    exits: dict[int, tuple[float, int, str]] = field(default_factory=dict)
-    blocked: dict[int, Blocked] = field(default_factory=dict)
-    enter_t: dict[int, float] = field(default_factory=dict)
-    dumps: dict[int, float] = field(default_factory=dict)
-    error_json: dict[int, tuple[float, str, str]] = field(default_factory=dict)
-    vanished: dict[int, float] = field(default_factory=dict)  # host -> time it died
-    slow: dict[int, tuple[float, float]] = field(default_factory=dict)
-    slow_step: int | None = None  # first step the slow GPU slows everyone down (synchronous training)
-    slow_step_s: float = 0.0
-    timeouts: dict[int, float] = field(default_factory=dict)
-    end_t: float = 0.0
-    job_state: str = "COMPLETED"
-    exit_code: str = "0:0"
-    completed: bool = False
-    seq: int = 0
-
-    def nseq(self) -> int:
-        self.seq += 1
-        return self.seq
-
-
-class Engine:
+class Engine(TearDown):
     """Plays one job. ``run()`` returns the :class:`Outcome`."""
 
     def __init__(self, cfg: SimConfig):
@@ -197,72 +102,6 @@ class Engine:
                 if self.op_time(rank, s, i) >= t:
                     return s, i
         return step + 2, 0
-
-    def host_of(self, rank: int) -> int:
-        return self.cl.rank_host(rank)
-
-    def push(self, t: float, kind: str, *args: Any) -> None:
-        heapq.heappush(self.heap, (t, self.out.nseq(), kind, args))
-
-    # ------------------------------------------------------------------ line helpers
-    def c10(self, rank: int, t: float, line: int, text: str, lvl: str = "E") -> None:
-        h = self.host_of(rank)
-        md, hms, ns = self.out.clocks[h].c10(t)
-        parts = text.split("\n")
-        head = T.C10.format(rank=rank, lvl=lvl, md=md, hms=hms, ns=ns, file="ProcessGroupNCCL.cpp", line=line)
-        seq = self.out.nseq()
-        lst = self.out.stderr[rank]
-        lst.append((t, seq, head + parts[0]))
-        for p in parts[1:]:
-            lst.append((t, self.out.nseq(), p))
-
-    def err(self, rank: int, t: float, lines: list[str] | tuple[str, ...]) -> None:
-        lst = self.out.stderr[rank]
-        for ln in lines:
-            lst.append((t, self.out.nseq(), ln))
-
-    def nccl(self, rank: int, t: float, text: str, tid_off: int = 37) -> None:
-        h, lr = self.host_of(rank), self.cl.rank_local(rank)
-        pid = self.out.pid[rank]
-        pfx = T.NCCL_PFX.format(host=self.cl.host(h), pid=pid, tid=pid + tid_off, lr=lr)
-        for ln in text.split("\n"):
-            self.out.stdout[rank].append((t, self.out.nseq(), pfx + ln))
-
-    def agent_line(self, h: int, t: float, lvl: str, file: str, line: int, text: str) -> None:
-        md, hms, us = self.out.clocks[h].glog(t)
-        pfx = T.AGENT.format(lvl=lvl, md=md, hms=hms, us=us, apid=self.out.agent_pid[h], file=file, line=line)
-        for ln in text.split("\n"):
-            self.out.agent[h].append((t, self.out.nseq(), pfx + ln))
-
-    def agent_raw(self, h: int, t: float, lines: list[str] | tuple[str, ...]) -> None:
-        for ln in lines:
-            self.out.agent[h].append((t, self.out.nseq(), ln))
-
-    def srun(self, t: float, text: str, label: int | None = None) -> None:
-        if 0 in self.out.vanished and t > self.out.vanished[0]:
-            return  # srun (and the batch step's slurmstepd) ran on the first node, which is gone
-        self.out.srun.append((t, self.out.nseq(), text, label))
-
-    def kern(self, h: int, t: float, lvl: str, msg: str) -> None:
-        if h in self.out.vanished and t > self.out.vanished[h]:
-            return
-        self.out.kernel[h].append((t, self.out.nseq(), T.KERN.format(lvl=lvl, iso=self.out.clocks[h].kern(t)) + msg))
-
-    def ctld(self, t: float, msg: str) -> None:
-        if self.cfg.scheduler_logs:
-            self.out.ctld.append((t, self.out.nseq(), T.CTLD.format(iso=Clock(0).daemon(t)) + msg))
-
-    def tag(self, rank: int, kind: str | None) -> str:
-        if kind is None or kind not in self.groups.member[rank]:
-            return T.PG_TAG_DEFAULT.format(rank=rank)
-        g = self.groups.group_of(rank, kind)
-        assert g is not None
-        return T.PG_TAG.format(
-            pg_id=self.groups.pg_id(rank, kind), guid=g.guid, desc=g.desc, pg_rank=self.groups.group_rank(rank, kind)
-        )
-
-    def pg_rank(self, rank: int, kind: str | None) -> int:
-        return rank if kind is None else self.groups.group_rank(rank, kind)
 
     # ------------------------------------------------------------------ faults
     def resolve(self) -> list[Fault]:
@@ -657,38 +496,6 @@ class Engine:
         if not any(self.agent_alive):
             self.push(t + 1.0, "job_end")
 
-    def ev_slurm_cancel(self, t: float, f: Fault) -> None:
-        job = self.out.job
-        if f.kind == "time_limit":
-            self.ctld(t - 0.01, T.S_CTLD_TIME_LIMIT.format(job=job))
-            why = " DUE TO TIME LIMIT"
-            self.out.job_state = "TIMEOUT"
-        else:
-            self.ctld(t - 0.01, T.S_CTLD_PREEMPT.format(job=job, by=job + 1 + self.rng.randrange(50)))
-            why = " DUE TO PREEMPTION"
-            self.out.job_state = "PREEMPTED"
-        self.out.exit_code = "0:15"
-        self._cancel_all(t, why)
-
-    def _cancel_all(self, t: float, why: str) -> None:
-        """slurmstepd on every node signals its tasks; srun reports what it sees."""
-        if self.ended:
-            return
-        h0 = self.cl.host(0)
-        clk = self.out.clocks[0]
-        self.srun(t, T.S_STEPD_CANCEL.format(host=h0, entity="JOB", step=self.out.job, at=clk.slurm(t), why=why))
-        self.srun(
-            t + 0.001,
-            T.S_STEPD_CANCEL.format(host=h0, entity="STEP", step=f"{self.out.job}.0", at=clk.slurm(t), why=why),
-            0,
-        )
-        self.srun(t + 0.01, T.S_STEP_ABORTED)
-        self.step_aborted = True
-        for h in range(self.cfg.hosts):
-            if self.agent_alive[h]:
-                self.push(t + 0.02 + self.rng.random() * 0.4, "agent_sigterm", h)
-        self.push(t + 40.0, "job_end")
-
     def ev_timeout(self, t: float, r: int) -> None:
         if not self.alive[r]:
             return
@@ -756,206 +563,6 @@ class Engine:
         self.c10(r, t + 0.0004, 1575, T.C_PREPARE_DUMP.format(tag=tag))
         self.out.dumps[r] = t + 0.0004
 
-    # ------------------------------------------------------------------ process exits and tear-down
-    def exit(self, r: int, t: float, code: int, why: str) -> None:
-        self.push(t, "rank_exit", r, code, why)
-
-    def ev_rank_exit(self, t: float, r: int, code: int, why: str) -> None:
-        if not self.alive[r]:
-            return
-        self.alive[r] = False
-        self.out.exits[r] = (t, code, why)
-        h = self.host_of(r)
-        if why == "sigterm":
-            self._sigterm_stack(r, t - 0.01)
-            return
-        if self.agent_alive[h] and not self.agent_torn[h]:
-            self.agent_failed.setdefault(h, t)
-            self.push(t + 0.1 + self.rng.random() * 0.9, "agent_teardown", h)
-
-    def _sigterm_stack(self, r: int, t: float) -> None:
-        stack: tuple[str, ...] = T.FH_STACK_COLLECTIVE
-        if any(f.kind == "dataloader_hang" and f.host * self.cl.gph + f.local == r for f in self.out.faults):
-            stack = T.FH_STACK_DATALOADER
-        main = 0x7F00_0000_0000 + (self.out.pid[r] % 0xFFFFF) * 0x1000 + 0x740
-        self.err(r, t, [T.FH_CURRENT.format(tid=main), *list(stack)])
-
-    def ev_agent_teardown(self, t: float, h: int) -> None:
-        if not self.agent_alive[h] or self.agent_torn[h]:
-            return
-        self.agent_torn[h] = True
-        last = t
-        for k, r in enumerate(self.cl.host_ranks(h)):
-            if self.alive[r]:
-                tt = t + 0.0003 * k
-                self.agent_line(
-                    h,
-                    tt,
-                    "W",
-                    "torch/distributed/elastic/multiprocessing/api.py",
-                    1010,
-                    T.A_CLOSING.format(pid=self.out.pid[r], sig="SIGTERM"),
-                )
-                te = tt + 0.05 + self.rng.random() * 0.6
-                self.push(te, "rank_exit", r, -15, "sigterm")
-                last = max(last, te)
-        self.push(last + 0.15, "agent_done", h)
-
-    def ev_agent_done(self, t: float, h: int) -> None:
-        if not self.agent_alive[h]:
-            return
-        self.agent_alive[h] = False
-        out, cl = self.out, self.cl
-        ranks = list(cl.host_ranks(h))
-        failed = [(out.exits[r][0], r) for r in ranks if r in out.exits and out.exits[r][1] not in (0,)]
-        roots = sorted((x for x in failed if out.exits[x[1]][2] != "sigterm"), key=lambda x: x[0])
-        root = roots[0][1] if roots else (sorted(failed)[0][1] if failed else ranks[0])
-        code = out.exits.get(root, (t, 1, ""))[1]
-        self.agent_line(
-            h,
-            t,
-            "E",
-            "torch/distributed/elastic/multiprocessing/api.py",
-            874,
-            T.A_FAILED.format(code=code, lr=cl.rank_local(root), pid=out.pid[root]),
-        )
-        if root in out.error_json:
-            self.agent_line(
-                h,
-                t + 0.003,
-                "E",
-                "torch/distributed/elastic/multiprocessing/errors/error_handler.py",
-                145,
-                T.A_NO_ERRFILE.format(path=self.error_file(root)),
-            )
-        recs: list[str] = list(T.A_CHILD_TB)
-        others = [r for _, r in sorted(failed) if r != root]
-        if not others:
-            recs.append("  <NO_OTHER_FAILURES>")
-        for i, r in enumerate(others, 1):
-            recs += self._record(i, r)
-        recs.append("------------------------------------------------------------")
-        recs.append("Root Cause (first observed failure):")
-        recs += self._record(0, root)
-        recs.append("============================================================")
-        self.agent_raw(h, t + 0.005, recs)
-        task_code = "Out Of Memory" if h in self.oom_hosts else None
-        self._task_end(t + 0.1, h, 1, task_code)
-
-    def _record(self, idx: int, r: int) -> list[str]:
-        out, cl = self.out, self.cl
-        t, code, _why = out.exits[r]
-        h = self.host_of(r)
-        sigtag, tb = "", "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
-        err_file = "<N/A>"
-        if code < 0:
-            name = {-15: "SIGTERM", -9: "SIGKILL", -6: "SIGABRT", -11: "SIGSEGV"}.get(code, "SIGTERM")
-            sigtag = f" ({name})"
-            tb = f"Signal {-code} ({name}) received by PID {out.pid[r]}"
-        if r in out.error_json:
-            err_file = self.error_file(r)
-            stack = [s for s in out.error_json[r][2].split("\n") if not s.strip().startswith("^")]
-            tb = stack[0] + "\n" + "\n".join("  " + s for s in stack[1:]) + "\n  "
-            t = out.error_json[r][0]
-        lines = [
-            ln.format(
-                idx=idx,
-                time=out.clocks[h].record(t),
-                host=cl.host(h),
-                rank=r,
-                lr=cl.rank_local(r),
-                code=code,
-                pid=out.pid[r],
-                sigtag=sigtag,
-                error_file=err_file,
-                traceback=tb,
-            )
-            for ln in T.A_RECORD
-        ]
-        return "\n".join(lines).split("\n")
-
-    def error_file(self, r: int) -> str:
-        h = self.host_of(r)
-        return (
-            f"/shared/job{self.out.job}/host-{self.cl.host(h)}/logs/{self.out.run_id}/attempt_0/"
-            f"{self.cl.rank_local(r)}/error.json"
-        )
-
-    def _task_end(self, t: float, h: int, code: int, special: str | None = None) -> None:
-        host = self.cl.host(h)
-        if special == "Out Of Memory":
-            self.srun(t - 0.05, T.S_OOM_EVENT.format(host=host, job=self.out.job), h)
-            self.srun(t, T.S_TASK_OOM.format(host=host, task=h))
-        elif special:
-            self.srun(t, f"srun: error: {host}: task {h}: {special}")
-        elif code == 143 or code == -15:
-            self.srun(t, T.S_TASK_TERM.format(host=host, task=h))
-        else:
-            self.srun(t, T.S_TASK_EXIT.format(host=host, task=h, code=code))
-        if self.out.job_state == "COMPLETED":
-            self.out.job_state = "OUT_OF_MEMORY" if special == "Out Of Memory" else "FAILED"
-            self.out.exit_code = f"{code}:0"
-        if self.cfg.kill_on_bad_exit and not self.step_aborted:
-            self.step_aborted = True
-            self.srun(t + 0.001, T.S_TERMINATING.format(job=self.out.job))
-            h0 = self.cl.host(0)
-            self.srun(
-                t + 0.03,
-                T.S_STEPD_CANCEL.format(
-                    host=h0, entity="STEP", step=f"{self.out.job}.0", at=self.out.clocks[0].slurm(t), why=""
-                ),
-                0,
-            )
-            for hh in range(self.cfg.hosts):
-                if self.agent_alive[hh] and hh != h:
-                    self.push(t + 0.02 + self.rng.random() * 0.4, "agent_sigterm", hh)
-            self.push(t + 34.0, "job_end")
-        # srun still waits for the task of a dead node until slurmctld gives up on the node
-        waiting = self.out.vanished and not self.cfg.kill_on_bad_exit and self.out.job_state != "NODE_FAIL"
-        if not any(self.agent_alive) and not waiting:
-            self.push(t + 0.2, "job_end")
-
-    def ev_agent_sigterm(self, t: float, h: int) -> None:
-        if not self.agent_alive[h]:
-            return
-        self.agent_line(h, t, "W", "torch/distributed/elastic/agent/server/api.py", 719, T.A_DEATH)
-        self.agent_torn[h] = True
-        last = t
-        for k, r in enumerate(self.cl.host_ranks(h)):
-            if self.alive[r]:
-                tt = t + 0.001 + 0.0003 * k
-                self.agent_line(
-                    h,
-                    tt,
-                    "W",
-                    "torch/distributed/elastic/multiprocessing/api.py",
-                    1010,
-                    T.A_CLOSING.format(pid=self.out.pid[r], sig="SIGTERM"),
-                )
-                te = tt + 0.05 + self.rng.random() * 0.6
-                self.push(te, "rank_exit", r, -15, "sigterm")
-                last = max(last, te)
-        self.push(last + 0.1, "agent_signal_exit", h)
-
-    def ev_agent_signal_exit(self, t: float, h: int) -> None:
-        if not self.agent_alive[h]:
-            return
-        self.agent_alive[h] = False
-        self.agent_raw(h, t, [ln.format(apid=self.out.agent_pid[h]) for ln in T.A_SIGNAL_TB])
-        self._task_end(t + 0.05, h, 143)
-
-    def ev_job_end(self, t: float) -> None:
-        if self.ended:
-            return
-        code = self.out.exit_code.split(":")[0]
-        self.ctld(t + 0.5, T.S_CTLD_COMPLETE.format(job=self.out.job, code=code if code != "0" else 1))
-        if self.out.vanished and self.step_aborted and self.out.job_state != "NODE_FAIL":
-            self.srun(t, T.S_STEP_TIMEOUT)
-        if self.step_aborted and self.cfg.kill_on_bad_exit:
-            self.srun(t + 0.01, T.S_FORCE_TERMINATED.format(job=self.out.job))
-        self.out.end_t = t + 1.0
-        self.ended = True
-
     # ------------------------------------------------------------------ start-up noise
     def _init_noise(self) -> None:
         """torchrun's start-up warning, the benign barrier warning, kernel boot noise."""
@@ -997,7 +604,3 @@ class Engine:
 
 def simulate(cfg: SimConfig) -> Outcome:
     return Engine(cfg).run()
-
-
-def isclose(a: float, b: float) -> bool:
-    return math.isclose(a, b, abs_tol=1e-9)
