@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 from firstfault.flightrec.analyze import analyze_fr, compress_ranks
-from firstfault.flightrec.load import FRDump, parse_dump_object
+from firstfault.flightrec.normalize import parse_dump_object
+from firstfault.flightrec.records import FRDump
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000

@@ -8,13 +8,8 @@ import shutil
 from pathlib import Path
 
 from firstfault.flightrec.analyze import analyze_fr
-from firstfault.flightrec.load import (
-    discover_dump_files,
-    dump_prefixes_from_text,
-    load_dump_file,
-    load_dumps,
-    parse_profiling_name,
-)
+from firstfault.flightrec.load import discover_dump_files, dump_prefixes_from_text, load_dump_file, load_dumps
+from firstfault.flightrec.normalize import parse_profiling_name
 
 FIX = Path(__file__).parent / "fixtures" / "fr"
 

@@ -24,7 +24,7 @@ from firstfault.vocab import settings
 from firstfault.vocab.flightrec import compress_ranks
 
 if TYPE_CHECKING:  # the analysis is imported when the command runs: --help stays fast
-    from firstfault.flightrec.load import FRLoadResult
+    from firstfault.flightrec.records import FRLoadResult
     from firstfault.vocab.flightrec import FRAnalysis
 
 DEFAULT_MAX_BYTES = settings.current().limits.fr_dump_bytes

@@ -39,8 +39,9 @@ from firstfault.flightrec.common import Edge, Group, Observation, View, entry_do
 from firstfault.flightrec.culprits import build_culprits, fr_verdict_text
 from firstfault.flightrec.cycles import resolve_cycles
 from firstfault.flightrec.groups import resolve_groups, uid_maps
-from firstfault.flightrec.load import FRDump, gc_paused
+from firstfault.flightrec.load import gc_paused
 from firstfault.flightrec.p2p import analyse_p2p
+from firstfault.flightrec.records import FRDump
 from firstfault.flightrec.stragglers import find_stragglers
 from firstfault.vocab import settings
 from firstfault.vocab.flightrec import FRAnalysis, FRCulprit, FRGroupSummary, compress_ranks

@@ -23,7 +23,7 @@ from firstfault.flightrec.common import (
     ranks_text,
     signature_text,
 )
-from firstfault.flightrec.load import FRDump, FREntry
+from firstfault.flightrec.records import FRDump, FREntry
 from firstfault.vocab.flightrec import FRGroupSummary
 from firstfault.vocab.timefmt import iso_ns
 

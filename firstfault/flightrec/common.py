@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from firstfault.flightrec.load import FRDump, FREntry
+from firstfault.flightrec.records import FRDump, FREntry
 from firstfault.vocab.flightrec import compress_ranks
 
 # Base scores per culprit kind: how strongly the evidence pins the fault on the rank.

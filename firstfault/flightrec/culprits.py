@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 
 from firstfault.flightrec.common import KIND_SCORE, Edge, Group, Observation, frames_text
-from firstfault.flightrec.load import FRDump
+from firstfault.flightrec.records import FRDump
 from firstfault.vocab.enums import FRKind
 from firstfault.vocab.flightrec import FRCulprit, FRGroupSummary
 

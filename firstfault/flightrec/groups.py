@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 from firstfault.flightrec.common import Group, ranks_text
-from firstfault.flightrec.load import FRDump
+from firstfault.flightrec.records import FRDump
 
 _FAMILY = re.compile(r"^(.*?)(\d+)$")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from firstfault.flightrec.common import Edge, Group, View, entry_done
-from firstfault.flightrec.load import FRDump, FREntry
+from firstfault.flightrec.records import FRDump, FREntry
 from firstfault.vocab.flightrec import FRGroupSummary
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from firstfault.flightrec.common import Group, Observation, View, pg_label
-from firstfault.flightrec.load import FRDump, FREntry
+from firstfault.flightrec.records import FRDump, FREntry
 
 
 def find_stragglers(
