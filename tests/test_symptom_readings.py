@@ -118,6 +118,40 @@ _READS_AS = [
         "[INFO 2020-06-08 05:26:34] 0/2700, SamplesPerSec=13.198177991591365\n",
         "none",
     ),
+    # speechbrain/speechbrain#1939: the watchdog's message quoted without its "[Rank N] " head
+    (
+        "speechbrain-1939",
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=588758, OpType=ALLREDUCE, "
+        "Timeout(ms)=3600000) ran for 3602438 milliseconds before timing out.\n",
+        "hang",
+    ),
+    # alan-turing-institute/autocast#381: the WorkNCCL(...) wrapped onto the next lines of the paste
+    (
+        "autocast-381",
+        "[Rank 0] Watchdog caught collective operation timeout:\n"
+        "  WorkNCCL(..., OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000)\n"
+        "  ran for 1800090 milliseconds before timing out.\n",
+        "hang",
+    ),
+    # heronsystems/adeptRL#13: the last lines of a SLURM job's output. The memory-limit kill is the
+    # excerpt's first timed line, so nothing shows it came at start-up: host memory, not set-up
+    (
+        "adeptrl-13",
+        "[cuda-24-0.local:08642] 2 more processes have sent help message help-mpi-btl-openib.txt / no active ports found\n"
+        "slurmstepd: Job 1171978 exceeded memory limit (18202456 > 16384000), being killed\n"
+        "slurmstepd: *** JOB 1171978 ON cuda-24-0 CANCELLED AT 2018-10-16T13:24:27 ***\n"
+        "slurmstepd: Exceeded step memory limit at some point.\n",
+        "host_oom",
+    ),
+    # mit-han-lab/spvnas#10: mpirun asked for more processes than its hosts offer slots
+    (
+        "spvnas-10",
+        "--------------------------------------------------------------------------\n"
+        "There are not enough slots available in the system to satisfy the 8 slots \n"
+        "that were requested by the application:\n"
+        "  python\n",
+        "configuration",
+    ),
 ]
 
 

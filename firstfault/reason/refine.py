@@ -59,7 +59,8 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
     if not before_training(ts, ev.training, ev.launch_start, exact, end):
         return False
     assumed = not ev.training.seen and ev.launch_start is None
-    cat = pretraining_category(hyp.category, root, assumed)
+    unplaced = assumed or (not ev.training.seen and _starts_with_failure(ev, root.ts if root is not None else win.ts))
+    cat = pretraining_category(hyp.category, root, unplaced)
     if assumed:
         hyp.reasons.append("no line shows training under way (no step, loss or rate): a failure of the start-up")
     else:
@@ -69,6 +70,17 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
     old = recategorize(hyp, cat)
     hyp.reasons.append(f"a failure of the set-up ({old.value} before the first step): fix the configuration")
     return assumed
+
+
+def _starts_with_failure(ev: ReasoningInput, ts: float | None) -> bool:
+    """Is the job's start only its output's first timed line, and that line the failure's own?
+
+    Then no time before the failure was seen: an excerpt (the last lines of a slurm-N.out pasted
+    into a thread) begins wherever the paste does. A memory-limit kill is read as the set-up's
+    only when it is placed at start-up (``pretraining_category``); here it is not placed."""
+    if ts is None or ev.launch_start is None or ev.window is None or "scheduler" in ev.window.how:
+        return False
+    return ev.launch_start >= ts
 
 
 def recategorize(hyp: Hypothesis, cat: Category) -> Category:
