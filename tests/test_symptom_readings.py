@@ -11,6 +11,7 @@ import pytest
 
 from firstfault.pipeline import analyze
 from firstfault.vocab import Verdict
+from firstfault.vocab.errors import BundleError
 
 
 def _analyze_text(tmp_path: Path, text: str) -> Verdict:
@@ -229,3 +230,27 @@ def test_naming_the_lowest_of_several_silent_ranks_says_it_is_a_choice(tmp_path:
     )
     assert str(v.category) == "hang" and v.culprit.ranks[:1] == [0]
     assert any("printed nothing either" in r and "not from anything it printed" in r for r in v.reasons)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # torch's rank prefix on a healthy run's own prints
+        "[rank0]: epoch done, saving\n[rank1]: epoch done, saving\n",
+        # mpirun --tag-output (Open MPI orte/mca/iof)
+        "[1,0]<stdout>: hello from the first process\n",
+        # a Ray Train worker's lines, as Ray prefixes them
+        "(RayTrainWorker pid=1234, ip=10.0.0.2) Setting up process group for: env:// [rank=0, world_size=2]\n",
+    ],
+    ids=["torch-rank", "mpirun-tag", "ray-train-worker"],
+)
+def test_a_rank_tagged_line_is_a_jobs_output(tmp_path: Path, text: str) -> None:
+    """A line the job's own machinery tagged with its rank makes the file a job's log: with no
+    error it reads as healthy, never "not the output of a training job"."""
+    assert str(_analyze_text(tmp_path, text).category) == "none"
+
+
+def test_an_untagged_numbered_list_is_still_not_a_job(tmp_path: Path) -> None:
+    """srun's "3: " label is not taken alone: any numbered list looks the same."""
+    with pytest.raises(BundleError):
+        _analyze_text(tmp_path, "0: apples\n1: pears\n")

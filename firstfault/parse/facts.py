@@ -17,7 +17,7 @@ from firstfault.parse import progress as progress_mod
 from firstfault.parse.base import MAX_TEXT, ParseContext, Progress
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.vocab import FileKind, settings
-from firstfault.vocab.identity import strip_prefixes
+from firstfault.vocab.identity import MPI_PREFIX, RANK_PREFIX, strip_prefixes
 
 PROGRESS_TAIL = 16 * 1024  # ~120 progress lines: the last step and the recent step times
 END_LINES = 20  # where a file's last step counter is looked for (the end of training, see _training_end)
@@ -97,6 +97,46 @@ def _time_at_or_above(lines: list[str], i: int, ctx: ParseContext) -> float | No
 
 
 _CLOCKISH = ":"
+# Ray actors that exist only in a training job, as Ray prefixes their lines ("(Name pid=N, ip=..) "):
+# Ray Train's (ray/train/_internal/worker_group.py RayTrainWorker, Ray 1.x's BaseWorkerMixin and
+# BackendExecutor, TorchTrainer and the TrainTrainable it runs as, Train v2's TrainController),
+# verl's colocated WorkerDict (verl/single_controller/ray/base.py create_colocated_worker_cls) and
+# OpenRLHF's PPO roles (openrlhf/trainer/ray: ActorModelRayActor, CriticModelRayActor, ...).
+_RAY_TRAIN_ACTORS = (
+    "(RayTrainWorker ",
+    "(BaseWorkerMixin ",
+    "(BackendExecutor ",
+    "(TorchTrainer ",
+    "(TrainTrainable ",
+    "(TrainController ",
+    "(WorkerDict ",
+    "(ActorModelRayActor ",
+    "(CriticModelRayActor ",
+    "(ReferenceModelRayActor ",
+    "(RewardModelRayActor ",
+)
+_TAG_LITERALS = ("[rank", ">:", *_RAY_TRAIN_ACTORS)
+
+
+def _rank_tagged(lines: list[str], ctx: ParseContext, blob: str | None = None) -> None:
+    """Note a line a distributed launcher tagged with its rank: a job's output, whatever it says.
+
+    torch's ``[rank3]:``, mpirun's ``--tag-output`` ``[1,3]<stdout>:`` and a Ray Train worker's
+    ``(RayTrainWorker pid=..)`` are put there by the job's own machinery; a file of such lines is
+    a job's log even when no line of it is one a signature knows (a healthy run's own prints).
+    ``[defaultN]:`` already makes a file a launcher's console (``discover``); srun's bare ``3: ``
+    is not taken (a numbered list looks the same)."""
+    if ctx.job_evidence:
+        return
+    if blob is not None and not any(lit in blob for lit in _TAG_LITERALS):
+        return
+    for raw in lines:
+        text = raw.lstrip("> ")
+        if RANK_PREFIX.match(text) or MPI_PREFIX.match(text) or text.startswith(_RAY_TRAIN_ACTORS):
+            ctx.job_evidence = True
+            return
+
+
 # Lines that state the job's world size: an environment echo, a config dump ("world_size ..... 8"),
 # NCCL's init ("nranks 8"), ProcessGroupNCCL's options ("size: 8, global rank: 0"), Lightning's
 # "MEMBER: 1/8". A claimed size above ``Limits.max_world`` is not believed (it would only cost memory).
@@ -173,6 +213,7 @@ def absorb_lines(
     training_marks(lines, ctx, tail_text)
     _training_end(lines, first_no, sf, ctx)
     _world_size(head, ctx, head_text)
+    _rank_tagged(head, ctx, head_text)
     if first is not None or last is not None:
         lo, hi = first if first is not None else last, last if last is not None else first
         assert lo is not None and hi is not None
