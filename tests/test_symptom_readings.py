@@ -153,6 +153,20 @@ _READS_AS = [
         "  python\n",
         "configuration",
     ),
+    # torch/csrc/DataLoader.cpp: a worker dead of SIGKILL (strsignal: "Killed") reads as a rank's
+    # bare SIGKILL does, a suspected OOM kill; another signal stays a crash
+    ("dl-worker-sigkill", "RuntimeError: DataLoader worker (pid 15838) is killed by signal: Killed. \n", "host_oom"),
+    (
+        "dl-worker-segv",
+        "RuntimeError: DataLoader worker (pid 20532) is killed by signal: Segmentation fault.\n",
+        "process_crash",
+    ),
+    # libstdc++'s terminate handler on an allocation that found no memory
+    (
+        "bad-alloc",
+        "terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc\nAborted\n",
+        "host_oom",
+    ),
 ]
 
 
