@@ -268,3 +268,50 @@ def test_an_untagged_numbered_list_is_still_not_a_job(tmp_path: Path) -> None:
     """srun's "3: " label is not taken alone: any numbered list looks the same."""
     with pytest.raises(BundleError):
         _analyze_text(tmp_path, "0: apples\n1: pears\n")
+
+
+_HVD_WARNING = (
+    "One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting "
+    "for remainder of ranks for more than {s} seconds. This may indicate that different ranks are trying to submit "
+    "different tensors or that only subset of ranks is submitting tensors, which will cause deadlock. "
+)
+
+
+def test_horovods_ready_ranks_name_the_rank_that_never_submitted(tmp_path: Path) -> None:
+    """horovod/horovod#215 (Horovod <= 0.13): the coordinator lists the ranks that are ready; of
+    mpirun's 32, rank 16 is not among them."""
+    ready = "21, 25, 26, 27, 28, 29, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 1, 3, 0, 15, 17, 18, 20, 22, 23, 24, 31, 8, 19, 2, 30"
+    v = _analyze_text(
+        tmp_path,
+        "mpirun -np 32 - H s1:4,s2:4,...s8:4 -bind-to none -map-by slot -x LD_LIBRARY_PATH python "
+        "keras_imagenet_resnet50.py\n"
+        "Epoch 1/90\n"
+        "WARNING: " + _HVD_WARNING.format(s=60) + "Stalled ops: training/SGD/DistributedSGD_Allreduce/"
+        f"HorovodAllreduce_training_SGD_gradients_AddN_335_0 [ready ranks: {ready}]\n",
+    )
+    assert str(v.category) == "hang" and v.culprit.ranks[:1] == [16]
+    assert any("name rank 16 as the rank they waited for" in r for r in v.reasons)
+
+
+def test_horovods_stalled_ops_line_alone_names_the_missing_rank(tmp_path: Path) -> None:
+    """horovod/horovod#530: seven workers, the ready list of each stalled broadcast lacks rank 2."""
+    v = _analyze_text(
+        tmp_path,
+        "Stalled ops: HorovodBroadcast_InceptionV3_Logits_Conv2d_1c_1x1_weights_0 [ready ranks: 5, 6, 3, 1, 4, 0]。\n",
+    )
+    assert str(v.category) == "hang" and v.culprit.ranks[:1] == [2]
+
+
+def test_horovods_missing_ranks_list_below_the_warning(tmp_path: Path) -> None:
+    """Horovod 0.20+: a "Missing ranks:" header and one "N: [tensors]" line per missing rank (a real
+    TF desync report: rank 0, the coordinator itself, is the one missing)."""
+    v = _analyze_text(
+        tmp_path,
+        "[2021-02-02 21:19:07.345988: W /tmp/pip-install-dxtho7yu/horovod_0bde588442554cf4b80c76441efc4e03/"
+        "horovod/common/stall_inspector.cc:105] " + _HVD_WARNING.format(s=10) + "\n"
+        "Missing ranks:\n"
+        "0: [cond_1/then/_10/cond_1/SGD/PartitionedCall/DistributedSGD_Allreduce/cond/then/_79/"
+        "DistributedSGD_Allreduce/cond/HorovodAllreduce_grads_0]\n",
+    )
+    assert str(v.category) == "hang"
+    assert v.root_event is not None and v.root_event.fields.get("awaited_rank") == "0"

@@ -139,19 +139,21 @@ def _rank_tagged(lines: list[str], ctx: ParseContext, blob: str | None = None) -
 
 # Lines that state the job's world size: an environment echo, a config dump ("world_size ..... 8"),
 # NCCL's init ("nranks 8"), ProcessGroupNCCL's options ("size: 8, global rank: 0"), Lightning's
-# "MEMBER: 1/8". A claimed size above ``Limits.max_world`` is not believed (it would only cost memory).
+# "MEMBER: 1/8", an MPI launcher's command line ("mpirun -np 32 ...", horovodrun's "-np 4"). A
+# claimed size above ``Limits.max_world`` is not believed (it would only cost memory).
 _WORLD = re.compile(
     r"(?:\bWORLD_SIZE=|\bworld[_ ]size\b['\"]?\s*(?:[:=]|\.{3,})\s*|\bn[Rr]anks |\bsize: (?=\d+, global rank: )"
-    r"|\bMEMBER: \d+/)(?P<n>\d{1,7})\b"
+    r"|\bMEMBER: \d+/|\b(?:mpirun|mpiexec|horovodrun)\b[^\n]{0,200}?\s-(?:np|n)\s+)(?P<n>\d{1,7})\b"
 )
+_WORLD_WORDS = ("ize", "anks", "MEMBER", "mpirun", "mpiexec", "horovodrun")
 
 
 def _world_size(lines: list[str], ctx: ParseContext, blob: str | None = None) -> None:
     """The largest world size a line of these states (the world group, not a sub-group's size)."""
-    if blob is not None and "ize" not in blob and "anks" not in blob and "MEMBER" not in blob:
+    if blob is not None and not any(w in blob for w in _WORLD_WORDS):
         return
     for raw in lines:
-        if "ize" not in raw and "anks" not in raw and "MEMBER" not in raw:
+        if not any(w in raw for w in _WORLD_WORDS):
             continue
         for m in _WORLD.finditer(raw):
             n = int(m["n"])

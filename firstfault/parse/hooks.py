@@ -101,11 +101,55 @@ def _local_rank_field(ev: Event, hit: Hit, ctx: ParseContext) -> None:
         ev.rank = ev.local_rank
 
 
+# Horovod's stall report, in each version's words: "[missing ranks: 2, 5]" (0.14-0.19), "[ready
+# ranks: 0, 1, 3]" (<= 0.13), or a "Missing ranks:"/"Stalled ranks:" header and one "N: [...]" (a
+# "!" when it will shut down) line per missing rank below the warning (0.20+).
+_HVD_MISSING = re.compile(r"\[missing ranks: ?(?P<ranks>[\d, ]+)\]")
+_HVD_READY = re.compile(r"\[ready ranks: ?(?P<ranks>[\d, ]+)\]")
+_HVD_HEADER = re.compile(r"(?:Missing|Stalled) ranks:\s*$")
+_HVD_RANK_LINE = re.compile(r"^\s*(?P<rank>\d{1,7})!?: \[")
+HVD_LINES = 64  # the per-rank lines below a 0.20+ warning (one per missing rank)
+
+
+def _ranks(text: str) -> set[int]:
+    return {int(x) for x in re.split(r"[,\s]+", text) if x.isdigit() and len(x) < 8}
+
+
+def horovod_stall(ev: Event, hit: Hit, ctx: ParseContext) -> None:
+    """The ranks Horovod's coordinator waits for, as ``awaited_rank`` (the victims' account).
+
+    The coordinator is rank 0 (the stall inspector runs there only), so a line without a rank
+    prefix is rank 0's. Ready lists name the ranks that *did* submit: the others below the world
+    size are missing (with no world size known, those below the highest ready rank: ranks are
+    numbered from 0). Each op of the warning has its own list; a rank missing from any is awaited."""
+    text = hit.text
+    missing: set[int] = set()
+    for m in _HVD_MISSING.finditer(text):
+        missing |= _ranks(m["ranks"])
+    readies = [_ranks(m["ranks"]) for m in _HVD_READY.finditer(text)]
+    if any(readies):
+        world = ctx.topology.world_size or max(max(r) for r in readies if r) + 1
+        for ready in readies:
+            missing |= set(range(world)) - ready
+    below = hit.after(HVD_LINES + 1)
+    if below and (_HVD_HEADER.search(text) or _HVD_HEADER.search(strip_prefixes(below[0])[0])):
+        for line in below[1 if not _HVD_HEADER.search(text) else 0 :]:
+            listed = _HVD_RANK_LINE.match(strip_prefixes(line, srun=False)[0])
+            if listed is None:
+                break
+            missing.add(int(listed["rank"]))
+    if missing:
+        ev.fields["awaited_rank"] = ",".join(str(r) for r in sorted(missing))
+    if ev.rank is None and 0 not in missing:
+        ev.rank = 0  # (when rank 0 is itself missing, its checker thread is not its training: left unplaced)
+
+
 HOOKS: dict[str, Callable[[Event, Hit, ParseContext], None]] = {
     "torchelastic_failure_record": torchelastic_failure_record,
     "faulthandler_stack": faulthandler_stack,
     "signal_exit": signal_exit,
     "command_local_rank": command_local_rank,
+    "horovod_stall": horovod_stall,
 }
 
 
