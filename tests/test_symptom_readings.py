@@ -161,6 +161,13 @@ _READS_AS = [
         "RuntimeError: DataLoader worker (pid 20532) is killed by signal: Segmentation fault.\n",
         "process_crash",
     ),
+    # open-mmlab/mmdetection#9291: the detector's check before all-reducing the loss dict
+    (
+        "mmdetection-9291",
+        "AssertionError: loss log variables are different across GPUs!\n"
+        "rank 1 len(log_vars): 3 keys: loss_rpn_cls,loss_rpn_bbox,s0.loss_bbox\n",
+        "collective_mismatch",
+    ),
     # libstdc++'s terminate handler on an allocation that found no memory
     (
         "bad-alloc",
