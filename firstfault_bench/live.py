@@ -147,7 +147,8 @@ def run_slurm_kinds(kinds: list[str], work: Path, wall_limit: float = 150.0) -> 
     workload on 2 nodes x 2 ranks through ``srun -l``, watched from before its submission. The watcher
     is stopped (SIGTERM, which ends a watch as Ctrl-C does) once the job has ended and SLURM's
     records are collected into the bundle."""
-    from firstfault_sim.slurm import SlurmCluster, run_torch_fault
+    from firstfault_sim.slurm import run_torch_fault
+    from firstfault_sim.slurm_cluster import SlurmCluster
 
     rows = []
     with SlurmCluster() as cluster:

@@ -18,7 +18,7 @@ import pytest
 
 from firstfault.flightrec.analyze import FRAnalysis, analyze_fr
 from firstfault.flightrec.load import load_dumps
-from firstfault_sim.slurm import _free_ports
+from firstfault_sim.slurm_cluster import _free_ports
 
 FIX = Path(__file__).parent / "fixtures" / "fr"
 SCRIPT = FIX / "make_gloo_dumps.py"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from firstfault_sim.slurm import APT_PACKAGES, SlurmCluster, _free_ports, missing_binaries
+from firstfault_sim.slurm_cluster import APT_PACKAGES, SlurmCluster, _free_ports, missing_binaries
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from firstfault_sim.slurm import APT_PACKAGES, SCENARIO_NAMES, missing_binaries
+from firstfault_sim.slurm import SCENARIO_NAMES
+from firstfault_sim.slurm_cluster import APT_PACKAGES, missing_binaries
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(420)]
 

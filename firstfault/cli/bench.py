@@ -338,7 +338,7 @@ def bench_live(
     work = work or Path(tempfile.mkdtemp(prefix="firstfault-bench-live-"))
     rows = run_live(kinds, work, wall_limit) if kinds else []
     if slurm:
-        from firstfault_sim.slurm import SlurmUnavailable, missing_binaries
+        from firstfault_sim.slurm_cluster import SlurmUnavailable, missing_binaries
 
         if missing_binaries():
             raise fail(f"--slurm needs SLURM and munge; missing: {', '.join(missing_binaries())}")

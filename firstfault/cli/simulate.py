@@ -97,7 +97,8 @@ def slurm_cmd(
     ] = False,
 ) -> None:
     """Start munged, slurmctld and two slurmds here, run the jobs, collect bundles, stop everything."""
-    from firstfault_sim.slurm import SCENARIO_NAMES, SlurmUnavailable, simulate_slurm
+    from firstfault_sim.slurm import SCENARIO_NAMES, simulate_slurm
+    from firstfault_sim.slurm_cluster import SlurmUnavailable
 
     if fault not in FAULT_KINDS:
         raise typer.BadParameter(f"--fault: choose from {', '.join(FAULT_KINDS)}")

@@ -18,7 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from firstfault_sim.slurm import JobRecord, SlurmCluster, _free_ports, task_env
+from firstfault_sim.slurm import task_env
+from firstfault_sim.slurm_cluster import JobRecord, SlurmCluster, _free_ports
 
 HERE = Path(__file__).resolve().parent
 # name, fault, rank, step, category, culprit ranks, culprit hosts, action, options
