@@ -126,13 +126,14 @@ _READS_AS = [
         "Timeout(ms)=3600000) ran for 3602438 milliseconds before timing out.\n",
         "hang",
     ),
-    # alan-turing-institute/autocast#381: the WorkNCCL(...) wrapped onto the next lines of the paste
+    # alan-turing-institute/autocast#381: the WorkNCCL(...) wrapped onto the next lines of the paste;
+    # rank 0 waits alone (its peers had finished): a collective only it called
     (
         "autocast-381",
         "[Rank 0] Watchdog caught collective operation timeout:\n"
         "  WorkNCCL(..., OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000)\n"
         "  ran for 1800090 milliseconds before timing out.\n",
-        "hang",
+        "collective_mismatch",
     ),
     # heronsystems/adeptRL#13: the last lines of a SLURM job's output. The memory-limit kill is the
     # excerpt's first timed line, so nothing shows it came at start-up: host memory, not set-up
@@ -322,3 +323,30 @@ def test_horovods_missing_ranks_list_below_the_warning(tmp_path: Path) -> None:
     )
     assert str(v.category) == "hang"
     assert v.root_event is not None and v.root_event.fields.get("awaited_rank") == "0"
+
+
+def test_rank0_waiting_alone_is_a_collective_only_it_called(tmp_path: Path) -> None:
+    """pytorch/pytorch#97066 (kwen2501's hang.py): rank 0 all-reduces what its peers never do and
+    times out alone. One rank waiting alone, with no other rank's line, is read as a collective
+    only rank 0 called, and the verdict says it rests on the absent lines."""
+    v = _analyze_text(
+        tmp_path,
+        "[E ProcessGroupNCCL.cpp:464] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+        "OpType=ALLREDUCE, Timeout(ms)=10000) ran for 10917 milliseconds before timing out.\n"
+        "[E ProcessGroupNCCL.cpp:478] Some NCCL operations have failed or timed out. Due to the asynchronous "
+        "nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.\n",
+    )
+    assert str(v.category) == "collective_mismatch" and v.culprit.ranks == [0]
+    assert any("rests on the other ranks' lines being absent" in r for r in v.reasons)
+
+
+def test_a_peer_timing_out_too_keeps_the_hang_reading(tmp_path: Path) -> None:
+    """Two ranks waiting is a hang of a third (or of the collective), never rank 0's own branch."""
+    v = _analyze_text(
+        tmp_path,
+        "[E ProcessGroupNCCL.cpp:464] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+        "OpType=ALLREDUCE, Timeout(ms)=10000) ran for 10917 milliseconds before timing out.\n"
+        "[E ProcessGroupNCCL.cpp:464] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+        "OpType=ALLREDUCE, Timeout(ms)=10000) ran for 10920 milliseconds before timing out.\n",
+    )
+    assert str(v.category) == "hang"

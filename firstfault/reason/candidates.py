@@ -346,6 +346,8 @@ def _nobody_stands_out(corr: Correlation, victims: set[int], ev: ReasoningInput)
     """Every rank in the logs timed out waiting and none stands out: say so, name no culprit."""
     world = ev.topology.world_size
     seen = sorted(corr.ranks)
+    if seen == [0] and victims == {0} and (world is None or world > 1) and _timed_out(corr.ranks[0]):
+        return _rank0_alone(world)
     reasons = [
         f"every rank in the logs ({rank_list(seen)}) reported a timeout or lost connection: none is the "
         "rank the others waited for"
@@ -358,6 +360,30 @@ def _nobody_stands_out(corr: Correlation, victims: set[int], ev: ReasoningInput)
     elif len(seen) >= world:
         reasons.append(f"all {world} ranks timed out: a collective no rank could finish (a mismatch or a fabric stall)")
     return Candidate(CandidateKind.SILENT, None, None, None, None, Category.HANG, reasons)
+
+
+def _timed_out(view: RankView) -> bool:
+    return view.first_cascade is not None and view.first_cascade.category == Category.HANG
+
+
+def _rank0_alone(world: int | None) -> Candidate:
+    """Rank 0 timed out in a collective and no other rank has a line in the logs.
+
+    When a peer hangs, every rank waiting for it times out; one rank waiting alone is the shape of
+    a collective only that rank called. Rank 0 is the rank that evaluates, logs and writes
+    checkpoints alone in most trainers, so a barrier or all-reduce in a rank-0-only branch (or one
+    it reaches after its peers finished) waits for peers that took the other path. The reading
+    rests on what the logs do not show (the other ranks' lines), and says so."""
+    reasons = [
+        "rank 0 is the only rank in the logs, and it timed out waiting in a collective",
+        "one rank waiting alone is the shape of a collective only it called (when a peer hangs, every rank "
+        "waiting for it times out); rank 0 alone evaluates, logs and writes checkpoints in most trainers, so a "
+        "collective in a rank-0-only branch, or one it reached after its peers had finished, is the likely cause",
+        "this rests on the other ranks' lines being absent"
+        + ("" if world is None else f" ({world} ranks ran)")
+        + ": their own output would show whether they finished, took another branch or hung elsewhere",
+    ]
+    return Candidate(CandidateKind.SILENT, None, 0, None, None, Category.COLLECTIVE_MISMATCH, reasons)
 
 
 def rank_list(ranks: Sequence[int]) -> str:

@@ -16,7 +16,7 @@ from firstfault.vocab import CandidateKind, TsQuality, settings
 _KIND_PHRASE = {
     CandidateKind.EVENT: "an error event of its own",
     CandidateKind.EXIT: "an exit with no error of its own",
-    CandidateKind.SILENT: "a rank that went silent",
+    CandidateKind.SILENT: "a reading of who waited for whom (no error of the rank's own)",
     CandidateKind.SLOW: "a slow rank",
     CandidateKind.UNRECOGNISED: "an error line no signature recognises",
     CandidateKind.COMMON: "a failure every rank shared",
