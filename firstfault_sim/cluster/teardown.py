@@ -85,10 +85,16 @@ class TearDown(LineWriter):
         if not self.agent_alive[h] or self.agent_torn[h]:
             return
         self.agent_torn[h] = True
-        last = t
+        last = max(t, self._sigterm_workers(h, t))
+        self.push(last + 0.15, "agent_done", h)
+
+    def _sigterm_workers(self, h: int, first: float) -> float:
+        """The agent's SIGTERM to each live worker of host ``h`` (its "Sending process N closing
+        signal SIGTERM" lines from ``first``); returns when the last of them has exited (-inf: none)."""
+        last = float("-inf")
         for k, r in enumerate(self.cl.host_ranks(h)):
             if self.alive[r]:
-                tt = t + 0.0003 * k
+                tt = first + 0.0003 * k
                 self.agent_line(
                     h,
                     tt,
@@ -100,7 +106,7 @@ class TearDown(LineWriter):
                 te = tt + 0.05 + self.rng.random() * 0.6
                 self.push(te, "rank_exit", r, -15, "sigterm")
                 last = max(last, te)
-        self.push(last + 0.15, "agent_done", h)
+        return last
 
     def ev_agent_done(self, t: float, h: int) -> None:
         if not self.agent_alive[h]:
@@ -221,21 +227,7 @@ class TearDown(LineWriter):
             return
         self.agent_line(h, t, "W", "torch/distributed/elastic/agent/server/api.py", 719, T.A_DEATH)
         self.agent_torn[h] = True
-        last = t
-        for k, r in enumerate(self.cl.host_ranks(h)):
-            if self.alive[r]:
-                tt = t + 0.001 + 0.0003 * k
-                self.agent_line(
-                    h,
-                    tt,
-                    "W",
-                    "torch/distributed/elastic/multiprocessing/api.py",
-                    1010,
-                    T.A_CLOSING.format(pid=self.out.pid[r], sig="SIGTERM"),
-                )
-                te = tt + 0.05 + self.rng.random() * 0.6
-                self.push(te, "rank_exit", r, -15, "sigterm")
-                last = max(last, te)
+        last = max(t, self._sigterm_workers(h, t + 0.001))
         self.push(last + 0.1, "agent_signal_exit", h)
 
     def ev_agent_signal_exit(self, t: float, h: int) -> None:
