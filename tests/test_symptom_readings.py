@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from firstfault.discover import discover
+from firstfault.match.registry import load_registry
+from firstfault.parse.run import parse_bundle
 from firstfault.pipeline import analyze
 from firstfault.vocab import Verdict
 from firstfault.vocab.errors import BundleError
@@ -350,3 +353,16 @@ def test_a_peer_timing_out_too_keeps_the_hang_reading(tmp_path: Path) -> None:
         "OpType=ALLREDUCE, Timeout(ms)=10000) ran for 10920 milliseconds before timing out.\n",
     )
     assert str(v.category) == "hang"
+
+
+def test_a_ready_list_claiming_a_huge_rank_is_not_turned_into_millions(tmp_path: Path) -> None:
+    """A ready list becomes the ranks it lacks: a rank at or above ``Limits.max_world`` in it is a
+    claim, not a rank, so "0, 9999999" does not become ten million awaited ranks."""
+    (tmp_path / "log.txt").write_text("Stalled ops: x [ready ranks: 0, 9999999]\nStalled ops: y [ready ranks: 0, 2]\n")
+    bundle = discover(tmp_path / "log.txt")
+    try:
+        events = parse_bundle(bundle, load_registry()).events
+    finally:
+        bundle.close()
+    awaited = [e.fields.get("awaited_rank") for e in events]
+    assert awaited == [None, "1"]  # the first lacks no rank below its believable ones; the second lacks 1

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from firstfault.parse.base import ParseContext
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
-from firstfault.vocab import Event, TsQuality
+from firstfault.vocab import Event, TsQuality, settings
 from firstfault.vocab.identity import strip_prefixes
 
 _REC_RANK = re.compile(r"^\s*rank\s*: (?P<rank>\d+) \(local_rank: (?P<local_rank>\d+)\)")
@@ -112,7 +112,10 @@ HVD_LINES = 64  # the per-rank lines below a 0.20+ warning (one per missing rank
 
 
 def _ranks(text: str) -> set[int]:
-    return {int(x) for x in re.split(r"[,\s]+", text) if x.isdigit() and len(x) < 8}
+    """A list's rank numbers; one at or above ``Limits.max_world`` is a claim, not a rank (a ready
+    list is turned into the ranks it lacks, and "0, 9999999" must not become ten million of them)."""
+    cap = settings.current().limits.max_world
+    return {r for x in re.split(r"[,\s]+", text) if x.isdigit() and len(x) < 8 and (r := int(x)) < cap}
 
 
 def horovod_stall(ev: Event, hit: Hit, ctx: ParseContext) -> None:
@@ -132,12 +135,13 @@ def horovod_stall(ev: Event, hit: Hit, ctx: ParseContext) -> None:
         for ready in readies:
             missing |= set(range(world)) - ready
     below = hit.after(HVD_LINES + 1)
-    if below and (_HVD_HEADER.search(text) or _HVD_HEADER.search(strip_prefixes(below[0])[0])):
-        for line in below[1 if not _HVD_HEADER.search(text) else 0 :]:
-            listed = _HVD_RANK_LINE.match(strip_prefixes(line, srun=False)[0])
-            if listed is None:
-                break
-            missing.add(int(listed["rank"]))
+    if _HVD_HEADER.search(text) is None:  # the header on a line of its own, right below the warning
+        below = below[1:] if below and _HVD_HEADER.search(strip_prefixes(below[0])[0]) else []
+    for line in below:
+        listed = _HVD_RANK_LINE.match(strip_prefixes(line, srun=False)[0])
+        if listed is None:
+            break
+        missing |= _ranks(listed["rank"])
     if missing:
         ev.fields["awaited_rank"] = ",".join(str(r) for r in sorted(missing))
     if ev.rank is None and 0 not in missing:
