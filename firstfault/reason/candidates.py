@@ -51,8 +51,8 @@ def is_weak(c: Candidate) -> bool:
 class _Suspects:
     """Who a hang's victims may have waited for, strongest evidence first (see ``_suspects``)."""
 
-    quiet: list[int]
-    unseen: list[int]
+    quiet: frozenset[int]  # (membership only: the order that matters is the pool's)
+    unseen: frozenset[int]
     awaited: dict[int, int]
     odd: OddCollective | None
     pool: list[int]
@@ -67,12 +67,14 @@ def _suspects(corr: Correlation, victims: set[int], prog: dict[int, RankProgress
     unseen = [r for r in quiet if corr.ranks[r].left_no_line(prog)]
     # victims that name whom they wait for (a store key, a monitored barrier) point at the culprit
     awaited = awaited_ranks(e for e in corr.errors if e.role == Role.CASCADE)  # rank-less ones too
-    quiet += [r for r in sorted(awaited) if r not in quiet and r not in victims]
-    seen = [r for r in quiet if r not in unseen or r in awaited]
+    # (sets for membership: victims may name thousands of ranks, and list lookups here were quadratic)
+    in_quiet, in_unseen = set(quiet), set(unseen)
+    quiet += [r for r in sorted(awaited) if r not in in_quiet and r not in victims]
+    seen = [r for r in quiet if r not in in_unseen or r in awaited]
     # no quiet rank seen: every rank that printed was a victim; only positive evidence names one of them
     odd = None if seen else odd_collective(corr.errors)
     pool = seen or (odd.ranks if odd is not None else []) or unseen
-    return _Suspects(quiet, unseen, awaited, odd, list(pool))
+    return _Suspects(frozenset(quiet), frozenset(in_unseen), awaited, odd, list(pool))
 
 
 def _quiet_reading(r: int, sus: _Suspects, victims: int, timeouts: bool, exiting: bool) -> tuple[Category, list[str]]:
