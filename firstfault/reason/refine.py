@@ -51,7 +51,8 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
     True when the category changed on the strength of no training line at all (neither a step
     nor a recorded start): the caller lowers the confidence by ``ASSUMED_STARTUP_PENALTY``."""
     root = hyp.root_event
-    ts = root.ts if root is not None else win.ts
+    at = root.ts if root is not None else win.ts  # the failure's own time, as its line gave it
+    ts = at
     exact = root is None or root.ts_quality in (TsQuality.EXACT, TsQuality.COARSE)
     if ts is not None and root is not None and root.ts_quality == TsQuality.COARSE:
         ts += 1.0  # known to the second: it may be anywhere in that second
@@ -59,7 +60,7 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
     if not before_training(ts, ev.training, ev.launch_start, exact, end):
         return False
     assumed = not ev.training.seen and ev.launch_start is None
-    unplaced = assumed or (not ev.training.seen and _starts_with_failure(ev, root.ts if root is not None else win.ts))
+    unplaced = assumed or (not ev.training.seen and _starts_with_failure(ev, at))
     cat = pretraining_category(hyp.category, root, unplaced)
     if assumed:
         hyp.reasons.append("no line shows training under way (no step, loss or rate): a failure of the start-up")
