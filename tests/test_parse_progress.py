@@ -26,6 +26,9 @@ from firstfault.parse.progress import TRAINING_MARKER, match_progress, own_ms
         "Iter [100/1000]\tlr: 1.000e-02, eta: 0:10:00, time: 0.512",  # mmcv, IterBasedRunner
         "Epoch(train)  [1][ 50/500]  lr: 1.0000e-02  eta: 0:10:00  time: 0.5000",  # mmengine
         "Iter(train) [  50/1000]  lr: 1.0000e-02  eta: 0:10:00",  # mmengine
+        # DETR/DeiT/MAE's MetricLogger.log_every (util/misc.py), without a loss word ("closs")
+        "[05:25:52.210291] Epoch: [2]  [10/1504]  lr: 0.000012  closs: 0.9249 (0.9352)  time: 4.7312  data: 0.1228",
+        "Epoch: [8]  [ 200/2293]  eta: 1:52:52  lr: 0.000004  time: 3.0808  data: 0.0002  max mem: 32637",
     ],
 )
 def test_training_markers(line: str) -> None:
@@ -40,6 +43,7 @@ def test_training_markers(line: str) -> None:
         "torch.distributed.elastic.multiprocessing.api: failed (exitcode: 1)",
         "max_steps=100, warmup_steps=10, gradient_accumulation_steps: 4",  # arguments, not progress
         "Epoch(val) [1][10/100]  eta: 0:00:01",  # mmengine's evaluation, not training
+        "Test:  [ 10/157]  eta: 0:00:20  loss_x: 0.7  time: 0.1290  data: 0.0021",  # MetricLogger's evaluation
     ],
 )
 def test_not_training_markers(line: str) -> None:

@@ -29,7 +29,9 @@ STEP_OF_TOTAL = re.compile(r"(?<![-\w])(?:[Ss]tep|[Ii]ter(?:ation)?)\s*[:=]?\s*(
 
 # A line that shows training under way, whatever the trainer's format: a step or iteration counter
 # ("step 5", "iter 5/100", "iteration 5/ 100 |", "global_step=5"; mmcv's "Epoch [1][20/1000]" and
-# "Iter [100/1000]", mmengine's "Epoch(train) [1][ 50/500]", from their TextLoggerHook / LogProcessor),
+# "Iter [100/1000]", mmengine's "Epoch(train) [1][ 50/500]", from their TextLoggerHook / LogProcessor;
+# the MetricLogger of DETR, DeiT, MAE and their many descendants, util/misc.py log_every():
+# header 'Epoch: [{}]' then '[{0}/{1}]' joined by two spaces, "Epoch: [8]  [ 200/2293]  eta: ..."),
 # a loss with its value ("loss=2.31", "'loss': 0.85", "lm loss: 3.2E+00",
 # "'train/loss': tensor(0.1785, device='cuda:0')"), or tqdm's rate
 # ("12/620 [00:52<50:17, 4.95s/it]"), or a throughput ("images/sec: 47.9", "108.3 img/sec",
@@ -38,6 +40,7 @@ STEP_OF_TOTAL = re.compile(r"(?<![-\w])(?:[Ss]tep|[Ii]ter(?:ation)?)\s*[:=]?\s*(
 TRAINING_MARKER = re.compile(
     r"(?:(?<![-\w])(?:global_)?(?:[Ss]tep|[Ii]ter(?:ation)?|[Ee]poch)\s*#?[:=]?\s*\d+(?![.\d])\s*(?:/\s*\d+)?"
     r"|(?<![-\w])(?:Epoch|Iter)(?:\(train\))?\s*\[\s*\d+\s*(?:\]\[\s*\d+\s*)?/\s*\d+\]"
+    r"|(?<![-\w])Epoch:\s*\[\d+\]\s+\[\s*\d+/\d+\]"
     r"|(?i:\b(?:lm |train(?:ing)?[ _/])?loss['\"]?\s*[:=|]?\s*(?:tensor\()?[-+]?(?:\d+\.\d+(?:e[-+]?\d+)?|nan|inf)\b)"
     r"|\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)\])"
 )
