@@ -522,6 +522,20 @@ def test_scale_bench_scores_and_draws(tmp_path: Path) -> None:
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and b"IEND" in png
 
 
+def test_scale_speed_bench_measures_both_tools_on_one_bundle(tmp_path: Path) -> None:
+    """``bench scale-speed`` end to end on an 8-rank bundle: grep and firstfault over the same
+    files, the verdict scored, the table, JSON and chart written. No time is asserted."""
+    from firstfault_bench.scale_speed import run_speed
+
+    (row,) = run_speed(tmp_path / "out", sizes=(8,), long_steps=(), workdir=tmp_path / "work")
+    assert row.ranks == 8 and row.rc == 0 and row.correct and row.files > 0
+    assert row.ff_rss_mb > 0 and row.ratio > 0
+    out = tmp_path / "out"
+    assert "| 8 | 60 |" in (out / "scale_speed.md").read_text()
+    assert json.loads((out / "scale_speed.json").read_text())[0]["ranks"] == 8
+    assert (out / "scale_speed.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_cli_writes_a_bundle(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

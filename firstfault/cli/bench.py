@@ -180,7 +180,7 @@ def scale_speed(
 ) -> None:
     """Throughput against grep -E, time to verdict and peak memory at 1,024 / 4,096 / 16,384 ranks
     and GB-scale bundles."""
-    from firstfault_bench.scale import render_speed, run_speed
+    from firstfault_bench.scale_speed import render_speed, run_speed
     from firstfault_sim.cluster.faults import FAULT_KINDS, KINDS
 
     if kind not in KINDS:
