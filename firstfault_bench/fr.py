@@ -33,8 +33,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from firstfault.flightrec.fast_loader import restricted_load_file
 from firstfault.flightrec.load import discover_dump_files
-from firstfault.flightrec.unpickler import restricted_load_file
 
 __all__ = ["CaseResult", "ScaleResult", "bench_fr", "make_synthetic"]
 

@@ -14,19 +14,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from firstfault.flightrec.fast_loader import FastLoader, fast_restricted_loads, restricted_load_file
 from firstfault.flightrec.load import load_dump_file, load_dumps
-from firstfault.flightrec.unpickler import (
+from firstfault.flightrec.pickle_errors import (
     DumpLoadError,
     DumpTooLargeError,
     EmptyFileError,
-    FastLoader,
     MalformedPickleError,
     TruncatedPickleError,
     UnsafePickleError,
-    fast_restricted_loads,
-    restricted_load_file,
-    restricted_loads,
 )
+from firstfault.flightrec.unpickler import restricted_loads
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fr"
 REAL = sorted((FIXTURES / "gloo_hang").glob("fr_trace_*"))

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from firstfault.flightrec.unpickler import _json_encode, _json_walk
+from firstfault.flightrec.fast_loader import _json_encode, _json_walk
 
 LEAF = st.one_of(
     st.none(),

@@ -21,7 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from firstfault.discover import discover
-from firstfault.flightrec.unpickler import DumpLoadError, fast_restricted_loads, restricted_loads
+from firstfault.flightrec.fast_loader import fast_restricted_loads
+from firstfault.flightrec.pickle_errors import DumpLoadError
+from firstfault.flightrec.unpickler import restricted_loads
 from firstfault.match.registry import load_registry
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.pipeline import analyze

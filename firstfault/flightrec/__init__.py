@@ -6,8 +6,8 @@ Entry points: :func:`firstfault.flightrec.load.load_dumps` and
 
 from firstfault.flightrec.analyze import FRAnalysis, FRCulprit, FRGroupSummary, analyze_fr
 from firstfault.flightrec.load import load_dumps
+from firstfault.flightrec.pickle_errors import DumpLoadError, UnsafePickleError
 from firstfault.flightrec.records import FRDump, FREntry, FRLoadResult
-from firstfault.flightrec.unpickler import DumpLoadError, UnsafePickleError
 
 __all__ = [
     "DumpLoadError",

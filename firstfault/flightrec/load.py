@@ -21,17 +21,12 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 
+from firstfault.flightrec.fast_loader import FastLoader, fast_restricted_loads
 from firstfault.flightrec.normalize import NotADumpError, parse_dump_object
+from firstfault.flightrec.pickle_budget import DEFAULT_MAX_BYTES, read_limited
+from firstfault.flightrec.pickle_errors import DumpLoadError, UnsafePickleError
 from firstfault.flightrec.records import FRDump, FRLoadIssue, FRLoadResult
-from firstfault.flightrec.unpickler import (
-    DEFAULT_MAX_BYTES,
-    DumpLoadError,
-    FastLoader,
-    UnsafePickleError,
-    fast_restricted_loads,
-    read_limited,
-    restricted_loads,
-)
+from firstfault.flightrec.unpickler import restricted_loads
 
 __all__ = [
     "discover_dump_files",

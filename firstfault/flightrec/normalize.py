@@ -15,8 +15,8 @@ import re
 from collections import Counter
 from typing import Any
 
+from firstfault.flightrec.pickle_errors import DumpLoadError
 from firstfault.flightrec.records import FRDump, FREntry, FRFrame, FRPGConfig, FRPGStatus
-from firstfault.flightrec.unpickler import DumpLoadError
 from firstfault.vocab import settings
 
 __all__ = ["NotADumpError", "parse_dump_object", "parse_profiling_name"]

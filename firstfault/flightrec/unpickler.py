@@ -12,93 +12,31 @@ BINPERSID, out-of-band buffers) is refused with :class:`UnsafePickleError`
 
 It is a small stack machine written for speed on the opcodes torch emits (the
 common ones are tested first), with a dict memo (so a hostile memo index cannot
-make it allocate gigabytes the way the C unpickler's array memo can), a file-size
-cap, and clear errors for empty, truncated and garbage input.  Any failure is
-raised as a subclass of :class:`DumpLoadError`; nothing else escapes.
+make it allocate gigabytes the way the C unpickler's array memo can), a memory
+budget (``pickle_budget``), and clear errors for empty, truncated and garbage input.  Any failure is
+raised as a subclass of :class:`DumpLoadError` (``pickle_errors``); nothing else escapes.
+The C-speed path over many dumps, checked against this one, is ``fast_loader``.
 """
 
 from __future__ import annotations
 
 import codecs
-import io
-import json
-import os
-import pickle
 import struct
-import sys
-import threading
 from typing import Any
 
-from firstfault.vocab import settings
-from firstfault.vocab.errors import InputError
+from firstfault.flightrec.pickle_budget import decode_budget, rss_bytes
+from firstfault.flightrec.pickle_errors import (
+    DumpLoadError,
+    EmptyFileError,
+    MalformedPickleError,
+    TruncatedPickleError,
+    UnsafePickleError,
+)
 
-__all__ = [
-    "DEFAULT_MAX_BYTES",
-    "DumpLoadError",
-    "DumpTooLargeError",
-    "EmptyFileError",
-    "FastLoader",
-    "MalformedPickleError",
-    "TruncatedPickleError",
-    "UnsafePickleError",
-    "fast_restricted_loads",
-    "read_limited",
-    "restricted_load_file",
-    "restricted_loads",
-]
-
-DEFAULT_MAX_BYTES = settings.current().limits.fr_dump_bytes  # the default at import (Limits.fr_dump_bytes)
-"""Largest dump accepted (bytes).  Real dumps are KBs to a few MBs; this only stops
-a stray multi-GB file from exhausting memory."""
+__all__ = ["C_PATH_TUPLE_BYTES", "restricted_loads", "tuple_bytes"]
 
 _MAX_MEMO = 50_000_000
 _RSS_EVERY = 1 << 20  # bytes of pickle between two looks at the resident size
-
-
-class DumpLoadError(InputError):
-    """Base of every error raised while reading one dump file.
-
-    Carries the file name so a caller that loads thousands of dumps can turn each
-    failure into one warning line instead of a traceback.
-    """
-
-    def __init__(self, source: str, message: str) -> None:
-        super().__init__(f"{source}: {message}")
-        self.source = source
-        self.detail = message
-
-
-class UnsafePickleError(DumpLoadError):
-    """The pickle asks for something other than plain data (a global, a call).
-
-    ``refused`` names what was refused: ``module.name`` for a global, or the
-    opcode name when no global name is available.
-    """
-
-    def __init__(self, source: str, refused: str, opcode: str) -> None:
-        super().__init__(
-            source,
-            f"refused to unpickle {refused!r} (opcode {opcode}): flight-recorder dumps "
-            "contain only plain data; this file asks for code to be run",
-        )
-        self.refused = refused
-        self.opcode = opcode
-
-
-class TruncatedPickleError(DumpLoadError):
-    """The pickle ends before its STOP opcode (a dump cut short while writing)."""
-
-
-class MalformedPickleError(DumpLoadError):
-    """The bytes are not a well-formed pickle (garbage, wrong format, bad opcode)."""
-
-
-class DumpTooLargeError(DumpLoadError):
-    """The file is larger than the configured cap."""
-
-
-class EmptyFileError(DumpLoadError):
-    """The file has zero bytes (a dump that was never written)."""
 
 
 #: How deep a tuple used as a dict key may nest. Hashing a tuple recurses in C with no recursion
@@ -122,7 +60,7 @@ def _shallow_key(key: tuple[Any, ...], source: str) -> None:
         todo.extend((x, depth + 1) for x in t if type(x) is tuple)
 
 
-def _tuple_bytes(data: bytes) -> int:
+def tuple_bytes(data: bytes) -> int:
     return data.count(b"\x85") + data.count(b"\x86") + data.count(b"\x87") + data.count(b"t")
 
 
@@ -219,13 +157,13 @@ def restricted_loads(data: bytes, source: str = "<bytes>") -> Any:  # noqa: C901
     # Memory, not file size, is what a hostile dump spends: look at the process's resident size
     # every _RSS_EVERY bytes of input (one comparison per opcode) and refuse past the budget.
     budget = decode_budget(n)
-    rss0 = _rss_bytes()
+    rss0 = rss_bytes()
     check_at = _RSS_EVERY if rss0 is not None else n + 1
     try:
         while True:
             if pos >= check_at:
                 check_at = pos + _RSS_EVERY
-                grown = (_rss_bytes() or 0) - (rss0 or 0)
+                grown = (rss_bytes() or 0) - (rss0 or 0)
                 if grown > budget:
                     raise MalformedPickleError(
                         source,
@@ -517,217 +455,3 @@ def restricted_loads(data: bytes, source: str = "<bytes>") -> Any:  # noqa: C901
         raise MalformedPickleError(source, "malformed pickle: nesting too deep") from None
     except Exception as exc:
         raise MalformedPickleError(source, f"malformed pickle at byte {pos - 1}: {type(exc).__name__}: {exc}") from None
-
-
-class _NoGlobalsUnpickler(pickle.Unpickler):
-    """C unpickler that refuses every global (so nothing can be called or built)."""
-
-    def __init__(self, file: io.BufferedReader, source: str) -> None:
-        super().__init__(file)
-        self._source = source
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise UnsafePickleError(self._source, f"{module}.{name}", "GLOBAL")
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise UnsafePickleError(self._source, f"persistent id {pid!r}", "PERSID")
-
-
-_json_encode = json.JSONEncoder(check_circular=True, allow_nan=True).encode
-_JSON_DEFAULT = json.JSONEncoder().default  # raises TypeError: anything not JSON-shaped
-
-
-def _json_walk(obj: Any) -> None:
-    """Walk ``obj`` as ``json.dumps`` would (TypeError on a set, bytearray, bytes or non-str key,
-    ValueError on a cycle), with the C encoder but without escaping strings: a dump's strings
-    (a 16,384-rank group's 90 KB member list) are taken as they are, since only the walk's
-    verdict is wanted, never its text. Without the C encoder, the plain encode."""
-    make = getattr(json.encoder, "c_make_encoder", None)  # the C accelerator (typeshed omits it)
-    if make is None:  # pragma: no cover - CPython always has it
-        _json_encode(obj)
-        return
-    # a fresh markers dict per call: it is the cycle detector (ids of the containers being walked)
-    make({}, _JSON_DEFAULT, str, None, ":", ",", False, False, True)(obj, 0)
-
-
-def decode_budget(size: int) -> int:
-    """Bytes decoding a dump of ``size`` bytes may add: ``Limits.fr_decode_bytes`` counts the
-    file's own bytes too (they are in memory while it decodes), with at least 64 MiB to decode in."""
-    return max(64 * 1024 * 1024, settings.current().limits.fr_decode_bytes - size)
-
-
-def _statm_bytes(field: int) -> int | None:
-    """Field ``field`` of ``/proc/self/statm`` in bytes (0: address space, 1: resident set), or
-    None where Linux's ``/proc`` is not there to read."""
-    try:
-        with open("/proc/self/statm", "rb") as fh:
-            return int(fh.read().split()[field]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _rss_bytes() -> int | None:
-    return _statm_bytes(1)
-
-
-def _vm_bytes() -> int | None:
-    return _statm_bytes(0)
-
-
-class _Discard:
-    """A ``sys.stderr`` stand-in that drops what the C unpickler's failures print.
-
-    Why: CPython 3.11's ``PyByteArray_FromStringAndSize`` frees a bytearray whose export count
-    was never set when its allocation fails, and its dealloc prints "SystemError: deallocated
-    bytearray object has exported buffers" through ``PyErr_Print`` (no exception reaches the
-    caller). The C unpickler allocates a BYTEARRAY8's size before reading its bytes, so a 20-byte
-    hostile pickle asking for 2**62 bytes printed that line into the user's terminal (found by
-    ``./dev fuzz``). It cannot be screened for cheaply: real dumps hold 0x96 bytes followed by
-    large numbers inside their strings and integers, and only an opcode walk tells them apart.
-    The load then fails with MemoryError and the interpreter's loader refuses the BYTEARRAY8
-    opcode, so the user still gets one clear error.
-    """
-
-    def write(self, text: str) -> int:
-        return len(text)
-
-    def flush(self) -> None:
-        return None
-
-
-_DISCARD = _Discard()
-
-
-class FastLoader:
-    """Load many dumps with the C unpickler, every global refused, memory capped.
-
-    Why: a 16k-rank job leaves 16k dumps, and the pure-Python interpreter
-    (:func:`restricted_loads`) costs ~0.3 ms per small dump.  The C unpickler with
-    ``find_class``/``persistent_load`` refusing everything cannot run code, but its
-    memo is an array sized by the largest index a file names (a 6-byte
-    LONG_BINPUT asks for 2^32 slots, i.e. an OOM kill).  So while it runs the
-    process address space is capped (``RLIMIT_AS`` = current size + 256 MiB +
-    32x the file, at most ``Limits.fr_decode_bytes`` more), turning that blow-up into a MemoryError.  Any failure other
-    than a refusal is re-diagnosed by :func:`restricted_loads` with the cap
-    lifted, so errors read the same as on the slow path.  A result that is not
-    plain JSON-shaped data (a set, a bytearray, a cycle, bytes) is re-judged by
-    the interpreter too, so both paths accept exactly the same types.
-
-    The cap is process-wide, so the fast path is only used while this is the
-    only thread; otherwise (or without ``resource``/``/proc``) every call takes
-    the pure-Python path.  Use as a context manager around a batch.
-    """
-
-    _SLACK = 256 * 1024 * 1024
-
-    def __init__(self) -> None:
-        self._ok = False
-        self._soft = 0
-        self._hard = 0
-        self._vm = 0
-        self._calls = 0
-
-    def __enter__(self) -> FastLoader:
-        try:
-            import resource
-
-            self._soft, self._hard = resource.getrlimit(resource.RLIMIT_AS)
-        except (ImportError, OSError, ValueError):  # pragma: no cover - non-POSIX
-            return self
-        vm = _vm_bytes()
-        self._ok = vm is not None and self._soft == resource.RLIM_INFINITY
-        self._vm = vm or 0
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._restore()
-
-    def _restore(self) -> None:
-        if self._ok:
-            import resource
-
-            try:
-                resource.setrlimit(resource.RLIMIT_AS, (self._soft, self._hard))
-            except (OSError, ValueError):  # pragma: no cover
-                self._ok = False
-
-    def loads(self, data: bytes, source: str = "<bytes>") -> Any:
-        """Unpickle one dump; same contract as :func:`restricted_loads`."""
-        if not self._ok or not data or threading.active_count() != 1 or _tuple_bytes(data) > C_PATH_TUPLE_BYTES:
-            return restricted_loads(data, source)
-        import resource
-
-        self._calls += 1
-        if self._calls % 16 == 0:
-            self._vm = _vm_bytes() or self._vm
-        budget = decode_budget(len(data))
-        cap = self._vm + min(self._SLACK + 32 * len(data), budget)
-        if self._hard != resource.RLIM_INFINITY:
-            cap = min(cap, self._hard)
-        try:
-            resource.setrlimit(resource.RLIMIT_AS, (cap, self._hard))
-        except (OSError, ValueError):
-            return restricted_loads(data, source)
-        stderr = sys.stderr
-        sys.stderr = _DISCARD  # only thread (checked above); see _Discard for why
-        try:
-            buf = io.BufferedReader(io.BytesIO(data), buffer_size=len(data) + 16)
-            obj = _NoGlobalsUnpickler(buf, source).load()  # type: ignore[arg-type]
-            # A C-speed walk proving the result is plain JSON-shaped data (no set,
-            # bytearray or cycle); anything else is re-judged by the interpreter,
-            # which accepts bytes and tuple keys and refuses the rest.
-            _json_walk(obj)
-            return obj
-        except UnsafePickleError:
-            raise
-        except Exception:  # re-diagnosed below, without the cap
-            pass
-        finally:
-            sys.stderr = stderr
-            self._restore()
-        self._vm = _vm_bytes() or self._vm
-        return restricted_loads(data, source)
-
-
-def fast_restricted_loads(data: bytes, source: str = "<bytes>") -> Any:
-    """One-shot :class:`FastLoader` (C speed, globals refused, memory capped)."""
-    with FastLoader() as fl:
-        return fl.loads(data, source)
-
-
-def read_limited(path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
-    """Read a whole file, refusing files over ``max_bytes`` before reading them.
-
-    Why: a 50 GB core file named like a dump must not be slurped into memory.
-    Raises :class:`DumpLoadError` subclasses only (unreadable files included).
-    """
-    source = os.fspath(path)
-    try:
-        size = os.stat(source).st_size
-    except OSError as exc:
-        raise DumpLoadError(source, f"cannot stat file: {exc.strerror or exc}") from None
-    if size > max_bytes:
-        raise DumpTooLargeError(source, f"file is {size} bytes, over the {max_bytes}-byte limit for one dump")
-    try:
-        with open(source, "rb") as fh:
-            data = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise DumpLoadError(source, f"cannot read file: {exc.strerror or exc}") from None
-    if len(data) > max_bytes:
-        raise DumpTooLargeError(source, f"file grew past the {max_bytes}-byte limit while reading")
-    return data
-
-
-def restricted_load_file(
-    path: str | os.PathLike[str],
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    *,
-    fast: bool = True,
-    loader: FastLoader | None = None,
-) -> Any:
-    """Read and restricted-unpickle one file (see :func:`restricted_loads`)."""
-    source = os.fspath(path)
-    data = read_limited(source, max_bytes)
-    if loader is not None and fast:
-        return loader.loads(data, source)
-    return fast_restricted_loads(data, source) if fast else restricted_loads(data, source)

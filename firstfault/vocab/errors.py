@@ -1,6 +1,6 @@
 """One family of errors: everything firstfault raises on purpose derives from :class:`FirstfaultError`.
 
-The flight-recorder loader's errors (``flightrec.unpickler.DumpLoadError`` and its kinds) are
+The flight-recorder loader's errors (``flightrec.pickle_errors.DumpLoadError`` and its kinds) are
 :class:`InputError` too; they carry the file they are about.
 
 The command line turns an :class:`InputError` into exit code 2 and one line (never a traceback);
