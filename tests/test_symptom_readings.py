@@ -366,3 +366,26 @@ def test_a_ready_list_claiming_a_huge_rank_is_not_turned_into_millions(tmp_path:
         bundle.close()
     awaited = [e.fields.get("awaited_rank") for e in events]
     assert awaited == [None, "1"]  # the first lacks no rank below its believable ones; the second lacks 1
+
+
+_STORE_CONNECT = [
+    # torch 2.x (pytorch/pytorch#107021), torch 1.x (pytorch/pytorch#69197): one event, two wordings
+    "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has "
+    "failed. See inner exception for details.\n",
+    "RuntimeError: connect() timed out. Original timeout was 60000 ms.\n",
+    "torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of "
+    "(node-017, 29500).\n",
+]
+
+
+@pytest.mark.parametrize("line", _STORE_CONNECT)
+def test_reaching_the_store_failing_at_start_up_is_the_set_up(tmp_path: Path, line: str) -> None:
+    """A job that never reached its rendezvous store was set up wrong (endpoint, port, name, firewall),
+    as the client socket's own timeout already read; the torch 1.x and 2.x wordings read alike."""
+    v = _analyze_text(tmp_path, line)
+    assert str(v.category) == "configuration"
+
+
+def test_losing_the_store_after_training_began_keeps_the_network_reading(tmp_path: Path) -> None:
+    v = _analyze_text(tmp_path, "[rank1]: step 120 loss 2.3412\n" + _STORE_CONNECT[0])
+    assert str(v.category) == "network"
