@@ -389,3 +389,34 @@ def test_reaching_the_store_failing_at_start_up_is_the_set_up(tmp_path: Path, li
 def test_losing_the_store_after_training_began_keeps_the_network_reading(tmp_path: Path) -> None:
     v = _analyze_text(tmp_path, "[rank1]: step 120 loss 2.3412\n" + _STORE_CONNECT[0])
     assert str(v.category) == "network"
+
+
+def test_a_programming_error_with_no_traceback_is_a_frameworks_bug_not_the_set_up(tmp_path: Path) -> None:
+    """OpenRLHF/OpenRLHF#101: the strategy class lacked the method its own trainer called (fixed in
+    OpenRLHF). A missing attribute is a mistake in code, early or late; with no frame to say whose,
+    it is read as the framework's, not as the set-up's."""
+    v = _analyze_text(
+        tmp_path,
+        "    strategy.save_hf_format(model, tokenizer, args.save_path + '/sft_hf')\n"
+        "AttributeError: 'DeepspeedStrategy' object has no attribute 'save_hf_format'\n",
+    )
+    assert str(v.category) == "software_bug"
+    assert any("mistake in code" in r for r in v.reasons)
+
+
+def test_a_call_between_two_versions_stays_the_set_up(tmp_path: Path) -> None:
+    """hpcaitech/ColossalAI#4681: an argument the installed version no longer takes is versions
+    disagreeing (the user pins them), not a bug in either."""
+    v = _analyze_text(tmp_path, "TypeError: __init__() got an unexpected keyword argument 'device'\n")
+    assert str(v.category) == "configuration"
+
+
+def test_a_programming_error_in_the_users_own_script_is_the_application(tmp_path: Path) -> None:
+    v = _analyze_text(
+        tmp_path,
+        "Traceback (most recent call last):\n"
+        '  File "/home/user/project/train.py", line 41, in <module>\n'
+        "    optimizer = build_optimizer(args.lr, model)\n"
+        "AttributeError: 'Namespace' object has no attribute 'lr'\n",
+    )
+    assert str(v.category) == "application_error"
