@@ -44,6 +44,8 @@ def test_training_markers(line: str) -> None:
         "max_steps=100, warmup_steps=10, gradient_accumulation_steps: 4",  # arguments, not progress
         "Epoch(val) [1][10/100]  eta: 0:00:01",  # mmengine's evaluation, not training
         "Test:  [ 10/157]  eta: 0:00:20  loss_x: 0.7  time: 0.1290  data: 0.0021",  # MetricLogger's evaluation
+        # nccl-tests' header (NVIDIA/nccl#473): the size increment, before any collective ran
+        "# nThread 1 nGpus 4 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 validation: 1",
     ],
 )
 def test_not_training_markers(line: str) -> None:

@@ -37,8 +37,10 @@ STEP_OF_TOTAL = re.compile(r"(?<![-\w])(?:[Ss]tep|[Ii]ter(?:ation)?)\s*[:=]?\s*(
 # ("12/620 [00:52<50:17, 4.95s/it]"), or a throughput ("images/sec: 47.9", "108.3 img/sec",
 # "tokens/s: 5120": tf_cnn_benchmarks', Horovod's, Megatron's and torchtitan's). Used to tell a
 # failure before training from one during it (``reason.configuration``), never to count steps.
+# A count followed by "(" is not a step: nccl-tests' header (src/common.cu) prints its size
+# increment as "step: 2(factor)" or "step: 1048576(bytes)" before any collective has run.
 TRAINING_MARKER = re.compile(
-    r"(?:(?<![-\w])(?:global_)?(?:[Ss]tep|[Ii]ter(?:ation)?|[Ee]poch)\s*#?[:=]?\s*\d+(?![.\d])\s*(?:/\s*\d+)?"
+    r"(?:(?<![-\w])(?:global_)?(?:[Ss]tep|[Ii]ter(?:ation)?|[Ee]poch)\s*#?[:=]?\s*\d+(?![.\d(])\s*(?:/\s*\d+)?"
     r"|(?<![-\w])(?:Epoch|Iter)(?:\(train\))?\s*\[\s*\d+\s*(?:\]\[\s*\d+\s*)?/\s*\d+\]"
     r"|(?<![-\w])Epoch:\s*\[\d+\]\s+\[\s*\d+/\d+\]"
     r"|(?i:\b(?:lm |train(?:ing)?[ _/])?loss['\"]?\s*[:=|]?\s*(?:tensor\()?[-+]?(?:\d+\.\d+(?:e[-+]?\d+)?|nan|inf)\b)"
