@@ -56,3 +56,18 @@ def test_own_compute_time_beats_the_step_time() -> None:
     assert own_ms("[rank3] step 5 step_ms=120.0 compute_ms=95.5") == 95.5
     got = match_progress("[rank3] step 5 step_ms=120.0 compute_ms=95.5")
     assert got == (5, 95.5, 3)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Loading checkpoint shards: 100%|██████████| 4/4 [00:14<00:00,  3.59s/it]",  # transformers
+        "Loading safetensors checkpoint shards:  25% Completed | 1/4 [00:01<00:03,  1.02s/it]",  # vLLM/SGLang
+        "train: Scanning '../coco/labels/train' images and labels...43718 found, 110 missing, 0 empty, "
+        "7 corrupted:  97%|██▉| 43830/45049 [01:07<00:18, 66.12it/s]",  # YOLOv5's label cache (ultralytics/yolov5#4400)
+    ],
+)
+def test_set_up_bars_are_not_training(line: str) -> None:
+    from firstfault.parse.progress import SETUP_BAR
+
+    assert SETUP_BAR.search(line), line

@@ -66,11 +66,14 @@ def training_line(text: str) -> bool:
 
 
 # A tqdm bar of the set-up, not of training: Hugging Face's "Loading checkpoint shards", datasets'
-# "Map", "Filter", "Generating train split", "Downloading"... (their tqdm descriptions). Its rate
+# "Map", "Filter", "Generating train split", "Downloading"... (their tqdm descriptions), vLLM's and
+# SGLang's weight loader ("Loading safetensors checkpoint shards:  25% Completed | 1/4", its own
+# bar_format), YOLOv5's label cache ("train: Scanning '...' images and labels... 7 corrupted:  97%|"). Its rate
 # says nothing about steps; a job that failed after it failed before training.
 SETUP_BAR = re.compile(
     r"(?i)\b(?:load(?:ing)?|download(?:ing)?|fetch(?:ing)?|map|filter|tokeniz\w*|generating \w+ split|"
-    r"extract(?:ing)?|resolv(?:e|ing)|preprocess\w*|convert(?:ing)?|prepar(?:e|ing))\b[^|\n]{0,80}:\s*\d+%\|"
+    r"extract(?:ing)?|resolv(?:e|ing)|preprocess\w*|convert(?:ing)?|prepar(?:e|ing)|scan(?:ning)?)\b[^|\n]{0,160}"
+    r":\s*\d+%(?:\||\s+Completed \|)"
 )
 TRAINING_LITERALS = (
     "step",
