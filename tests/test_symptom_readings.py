@@ -420,3 +420,19 @@ def test_a_programming_error_in_the_users_own_script_is_the_application(tmp_path
         "AttributeError: 'Namespace' object has no attribute 'lr'\n",
     )
     assert str(v.category) == "application_error"
+
+
+def test_a_set_up_failure_on_the_only_rank_in_the_log_names_no_rank(tmp_path: Path) -> None:
+    """modelscope/ms-swift#3171: reentrant gradient checkpointing under plain DDP fails on every rank;
+    the paste holds rank 3's copy. Naming rank 3 would blame the rank the user happened to copy, and
+    the headline says so instead of naming it."""
+    line = (
+        "[rank3]: RuntimeError: Expected to mark a variable ready only once. This error is caused by one of "
+        "the following reasons: 1) Use of a module parameter outside the `forward` function.\n"
+    )
+    v = _analyze_text(tmp_path, line)
+    assert str(v.category) == "configuration" and v.culprit.ranks == []
+    assert "only rank 3 is in the log" in v.summary and "on rank 3" not in v.summary
+    # with another rank in the log that went on, the failing rank is the culprit
+    w = _analyze_text(tmp_path, "[rank0]: step 3 loss 2.3412\n" + line)
+    assert w.culprit.ranks == [3]

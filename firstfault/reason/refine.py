@@ -224,15 +224,16 @@ def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInpu
     would blame the one the user happened to copy. Where other ranks are in the log and went on
     (a shard missing on rank 1 only), the rank that failed is the culprit and keeps the name.
     """
-    if (hyp.category not in (Category.CONFIGURATION, Category.SOFTWARE_BUG) and not code_defect(hyp.root_event)) or len(
-        hyp.culprit.ranks
-    ) != 1:
+    everyones = hyp.category in (Category.CONFIGURATION, Category.SOFTWARE_BUG) or code_defect(hyp.root_event)
+    if not everyones or len(hyp.culprit.ranks) != 1:
         return
     seen = {r for r, v in corr.ranks.items() if v.events or v.unrecognised}
     (rank,) = hyp.culprit.ranks
     if seen - {rank}:
         return
     hyp.culprit.ranks = []
+    # the headline must not name the rank the culprit no longer names
+    hyp.summary = hyp.summary.replace(f" on rank {rank}", f" (only rank {rank} is in the log)", 1)
     hyp.reasons.append(
         f"rank {rank} is the only rank in the log: a set-up failure or a library's bug is every rank's, "
         "so no rank is named"
