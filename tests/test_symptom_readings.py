@@ -404,22 +404,24 @@ def test_a_programming_error_with_no_traceback_is_a_frameworks_bug_not_the_set_u
     assert any("mistake in code" in r for r in v.reasons)
 
 
-def test_a_call_between_two_versions_stays_the_set_up(tmp_path: Path) -> None:
-    """hpcaitech/ColossalAI#4681: an argument the installed version no longer takes is versions
-    disagreeing (the user pins them), not a bug in either."""
-    v = _analyze_text(tmp_path, "TypeError: __init__() got an unexpected keyword argument 'device'\n")
-    assert str(v.category) == "configuration"
-
-
-def test_a_programming_error_in_the_users_own_script_is_the_application(tmp_path: Path) -> None:
-    v = _analyze_text(
-        tmp_path,
-        "Traceback (most recent call last):\n"
-        '  File "/home/user/project/train.py", line 41, in <module>\n'
-        "    optimizer = build_optimizer(args.lr, model)\n"
-        "AttributeError: 'Namespace' object has no attribute 'lr'\n",
-    )
-    assert str(v.category) == "application_error"
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        # hpcaitech/ColossalAI#4681: an argument the installed version no longer takes is versions
+        # disagreeing (the user pins them), not a bug in either
+        ("TypeError: __init__() got an unexpected keyword argument 'device'\n", "configuration"),
+        # raised in the user's own script (its frame is not an installed package's): the application's
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/home/user/project/train.py", line 41, in <module>\n'
+            "    optimizer = build_optimizer(args.lr, model)\n"
+            "AttributeError: 'Namespace' object has no attribute 'lr'\n",
+            "application_error",
+        ),
+    ],
+)
+def test_whose_code_a_start_up_error_is(tmp_path: Path, text: str, category: str) -> None:
+    assert str(_analyze_text(tmp_path, text).category) == category
 
 
 def test_a_set_up_failure_on_the_only_rank_in_the_log_names_no_rank(tmp_path: Path) -> None:
