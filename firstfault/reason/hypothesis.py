@@ -37,6 +37,10 @@ DEFAULT_ACTION = {
 }
 
 
+# The headline's place when no line puts the failure on a rank or a host (a bare paste of the error)
+UNPLACED = "(no rank or host in the log)"
+
+
 def gpu_of(rank: int | None, ev: Event | None, topo: Topology) -> list[str]:
     if ev is not None and ev.gpu:
         return [ev.gpu]
@@ -154,14 +158,14 @@ def hypothesis(c: Candidate, corr: Correlation, ev: ReasoningInput) -> Hypothesi
     job_level = root is not None and root.fields.get("job_level") == "1"
     if job_level:  # the scheduler's word about the whole job (a cancel, a time limit, its memory limit)
         ranks, hosts = [], []
-    where = f"rank {ranks[0]}" if ranks else (f"host {hosts[0]}" if hosts else "unknown location")
+    where = f"on rank {ranks[0]}" if ranks else (f"on host {hosts[0]}" if hosts else UNPLACED)
     if hosts and ranks:
         where += f" on {hosts[0]}"
     if c.kind == CandidateKind.COMMON or (job_level and c.kind != CandidateKind.STALLED):
-        where = "every rank" if c.kind == CandidateKind.COMMON else "the whole job"
+        where = "on every rank" if c.kind == CandidateKind.COMMON else "on the whole job"
     elif c.kind == CandidateKind.STALLED:
-        where = f"rank {c.rank}" if c.rank is not None else "every rank"
-    summary = f"{cat.value.replace('_', ' ')} on {where}: {what}"
+        where = f"on rank {c.rank}" if c.rank is not None else "on every rank"
+    summary = f"{cat.value.replace('_', ' ')} {where}: {what}"
     reasons = list(c.reasons)
     if root is not None:
         reasons.insert(0, f"earliest independent fault at {iso(root.ts)} ({root.source}:{root.line}, {root.signature})")
