@@ -438,3 +438,14 @@ def test_a_set_up_failure_on_the_only_rank_in_the_log_names_no_rank(tmp_path: Pa
     # with another rank in the log that went on, the failing rank is the culprit
     w = _analyze_text(tmp_path, "[rank0]: step 3 loss 2.3412\n" + line)
     assert w.culprit.ranks == [3]
+    # a mistake in the user's own code after training began may be one rank's (a data-dependent
+    # path): the rank keeps its name, as before
+    late = _analyze_text(
+        tmp_path,
+        "[rank3]: step 120 loss 2.3412\n"
+        "[rank3]: Traceback (most recent call last):\n"
+        '[rank3]:   File "/home/user/project/train.py", line 88, in <module>\n'
+        "[rank3]:     target = batch['labels']\n"
+        "[rank3]: KeyError: 'labels'\n",
+    )
+    assert str(late.category) == "application_error" and late.culprit.ranks == [3]

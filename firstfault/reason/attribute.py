@@ -85,8 +85,8 @@ def attribute(
     apply_raise_site(hyp)
     apply_crash_site(hyp, inp.events)
     apply_aer_device(hyp, inp)
-    assumed_startup = apply_before_training(hyp, win, inp)
-    apply_lone_setup_rank(hyp, corr, inp)
+    early, assumed_startup = apply_before_training(hyp, win, inp)
+    apply_lone_setup_rank(hyp, corr, inp, early)
     apply_fr_mismatch(hyp, win, inp)
     if not fr_dumped_culprits(inp.fr):
         apply_witness(hyp, corr, world)

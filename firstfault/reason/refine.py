@@ -45,11 +45,12 @@ def common_applies(win: Candidate, common: CommonFailure) -> bool:
 ASSUMED_STARTUP_PENALTY = 0.15
 
 
-def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -> bool:
+def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -> tuple[bool, bool]:
     """A failure before any rank made a step is the set-up's: ``configuration`` (see reason.configuration).
 
-    True when the category changed on the strength of no training line at all (neither a step
-    nor a recorded start): the caller lowers the confidence by ``ASSUMED_STARTUP_PENALTY``."""
+    Returns (early, assumed): whether the failure was placed before training, and whether the
+    category changed on the strength of no training line at all (neither a step nor a recorded
+    start), for which the caller lowers the confidence by ``ASSUMED_STARTUP_PENALTY``."""
     root = hyp.root_event
     at = root.ts if root is not None else win.ts  # the failure's own time, as its line gave it
     ts = at
@@ -58,7 +59,7 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
         ts += 1.0  # known to the second: it may be anywhere in that second
     end = ev.window.end if ev.window else None
     if not before_training(ts, ev.training, ev.launch_start, exact, end):
-        return False
+        return False, False
     assumed = not ev.training.seen and ev.launch_start is None
     unplaced = assumed or (not ev.training.seen and _starts_with_failure(ev, at))
     if assumed:
@@ -67,13 +68,13 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
         hyp.reasons.append("it happened before training started: no rank had made a step yet")
     if code_defect(root):
         apply_unplaced_defect(hyp)
-        return False
+        return True, False
     cat = pretraining_category(hyp.category, root, unplaced)
     if cat is None or cat == hyp.category:
-        return False
+        return True, False
     old = recategorize(hyp, cat)
     hyp.reasons.append(f"a failure of the set-up ({old.value} before the first step): fix the configuration")
-    return assumed
+    return True, assumed
 
 
 def _starts_with_failure(ev: ReasoningInput, ts: float | None) -> bool:
@@ -215,7 +216,7 @@ def apply_aer_device(hyp: Hypothesis, ev: ReasoningInput) -> None:
     hyp.reasons.append(f"the fatal PCIe error's device is a GPU, as the same report goes on: {gpu.text.strip()[:160]}")
 
 
-def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInput) -> None:
+def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInput, early: bool = False) -> None:
     """A set-up failure or a library's bug seen on one rank, in a log that shows no other rank,
     names no culprit.
 
@@ -223,8 +224,12 @@ def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInpu
     failed on every rank; the log holds one of them (a paste, one rank's file). Naming that rank
     would blame the one the user happened to copy. Where other ranks are in the log and went on
     (a shard missing on rank 1 only), the rank that failed is the culprit and keeps the name.
+    A mistake in the user's own code counts too when it came before training (``early``): every
+    rank runs the same start-up; later, a data-dependent path may fail on one rank alone.
     """
-    everyones = hyp.category in (Category.CONFIGURATION, Category.SOFTWARE_BUG) or code_defect(hyp.root_event)
+    everyones = hyp.category in (Category.CONFIGURATION, Category.SOFTWARE_BUG) or (
+        early and code_defect(hyp.root_event)
+    )
     if not everyones or len(hyp.culprit.ranks) != 1:
         return
     seen = {r for r, v in corr.ranks.items() if v.events or v.unrecognised}
