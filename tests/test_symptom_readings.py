@@ -410,6 +410,10 @@ def test_a_programming_error_with_no_traceback_is_a_frameworks_bug_not_the_set_u
         # hpcaitech/ColossalAI#4681: an argument the installed version no longer takes is versions
         # disagreeing (the user pins them), not a bug in either
         ("TypeError: __init__() got an unexpected keyword argument 'device'\n", "configuration"),
+        # a class attribute a newer release removed (Pillow 10 dropped Image.ANTIALIAS): versions again
+        ("AttributeError: type object 'Image' has no attribute 'ANTIALIAS'\n", "configuration"),
+        # the variable torchrun sets, read by a script started with plain python: the set-up, not the code
+        ("    local_rank = int(os.environ['LOCAL_RANK'])\nKeyError: 'LOCAL_RANK'\n", "configuration"),
         # raised in the user's own script (its frame is not an installed package's): the application's
         (
             "Traceback (most recent call last):\n"

@@ -42,7 +42,7 @@ STEP_OF_TOTAL = re.compile(r"(?<![-\w])(?:[Ss]tep|[Ii]ter(?:ation)?)\s*[:=]?\s*(
 TRAINING_MARKER = re.compile(
     r"(?:(?<![-\w])(?:global_)?(?:[Ss]tep|[Ii]ter(?:ation)?|[Ee]poch)\s*#?[:=]?\s*\d+(?![.\d(])\s*(?:/\s*\d+)?"
     r"|(?<![-\w])(?:Epoch|Iter)(?:\(train\))?\s*\[\s*\d+\s*(?:\]\[\s*\d+\s*)?/\s*\d+\]"
-    r"|(?<![-\w])Epoch:\s*\[\d+\]\s+\[\s*\d+/\d+\]"
+    r"|(?<![-\w])Epoch:\s*\[\d+\]\s+\[\s*\d+\s*/\s*\d+\]"
     r"|(?i:\b(?:lm |train(?:ing)?[ _/])?loss['\"]?\s*[:=|]?\s*(?:tensor\()?[-+]?(?:\d+\.\d+(?:e[-+]?\d+)?|nan|inf)\b)"
     r"|\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)\])"
 )

@@ -37,8 +37,8 @@ DEFAULT_ACTION = {
 }
 
 
-# The headline's place when no line puts the failure on a rank or a host (a bare paste of the error)
-UNPLACED = "(no rank or host in the log)"
+# The headline's place when the failing line is on no rank or host (a bare paste of the error)
+UNPLACED = "(no rank or host on the failing line)"
 
 
 def gpu_of(rank: int | None, ev: Event | None, topo: Topology) -> list[str]:

@@ -67,8 +67,9 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
     else:
         hyp.reasons.append("it happened before training started: no rank had made a step yet")
     if code_defect(root):
+        before = hyp.category
         apply_unplaced_defect(hyp)
-        return True, False
+        return True, assumed and hyp.category != before  # a guess resting on no training line too
     cat = pretraining_category(hyp.category, root, unplaced)
     if cat is None or cat == hyp.category:
         return True, False
@@ -121,8 +122,14 @@ GENERIC_EXCEPTION = "python.exception"
 # The code is right for another version of what it calls: versions disagree, which is the set-up's.
 _API_MISMATCH = re.compile(
     r"unexpected keyword argument|missing \d+ required (?:positional|keyword-only) argument"
-    r"|takes \d+ positional arguments? but \d+ (?:were|was) given|^module '[^']+' has no attribute"
+    r"|takes (?:from \d+ to )?\d+ positional arguments? but \d+ (?:were|was) given"
+    r"|positional-only arguments? passed as keyword|^(?:module|type object) '[^']+' has no attribute"
+    r"|^Descriptors cannot be created directly"  # protobuf's generated code older than the runtime
 )
+# Lookups that fail on a missing entry (a dict key, a list index) more often name a missing piece of
+# the set-up (an environment variable the launcher sets, a key of the config) than a mistake in code:
+# ``KeyError: 'LOCAL_RANK'`` is a script started without torchrun. They keep the start-up's reading.
+_LOOKUP_ERRORS = frozenset({"KeyError", "IndexError"})
 
 
 def code_defect(root: Event | None) -> bool:
@@ -135,7 +142,9 @@ def code_defect(root: Event | None) -> bool:
     if root is None or root.signature != GENERIC_EXCEPTION:
         return False
     exc = root.fields.get("exc", "").rsplit(".", 1)[-1]
-    return exc in PROGRAMMING_ERRORS and _API_MISMATCH.search(root.fields.get("msg", "")) is None
+    if exc not in PROGRAMMING_ERRORS or exc in _LOOKUP_ERRORS:
+        return False
+    return _API_MISMATCH.search(root.fields.get("msg", "")) is None
 
 
 def apply_unplaced_defect(hyp: Hypothesis) -> None:
@@ -240,8 +249,8 @@ def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInpu
     # the headline must not name the rank the culprit no longer names
     hyp.summary = hyp.summary.replace(f" on rank {rank}", f" (only rank {rank} is in the log)", 1)
     hyp.reasons.append(
-        f"rank {rank} is the only rank in the log: a set-up failure or a library's bug is every rank's, "
-        "so no rank is named"
+        f"rank {rank} is the only rank in the log: a set-up failure, a library's bug or a mistake in the "
+        "start-up code is every rank's, so no rank is named"
     )
 
 
