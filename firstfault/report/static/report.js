@@ -586,7 +586,10 @@
     chartObj = chart('timeline');
     option(true);
     chartObj.on('click', function (p) {
-      if (p.componentType === 'yAxis') { toggle(p.value); return; }
+      // Re-render after ECharts has finished dispatching this click, not inside it: a lane toggle
+      // made from within the dispatch once left ECharts iterating series the re-render replaced
+      // ('Cannot read properties of null', thrown inside its eachSeriesByType, beside a CPU hog).
+      if (p.componentType === 'yAxis') { var key = p.value; setTimeout(function () { toggle(key); }, 0); return; }
       if (p.componentType !== 'series' || !p.value) return;
       if (laneGone(p)) return;
       var v = p.value;
