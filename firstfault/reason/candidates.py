@@ -117,9 +117,7 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
         return [_nobody_stands_out(corr, victims, ev)]
     # a rank that entered the collective with other arguments times out like its peers: not quiet
     pool += [c.rank for c in fr_list if c.kind == FRKind.MISMATCHED and c.rank not in pool and c.rank in corr.ranks]
-    timeouts = any(
-        v.first_cascade is not None and v.first_cascade.category == Category.HANG for v in corr.ranks.values()
-    )
+    timeouts = any(v.timed_out() for v in corr.ranks.values())
     out = []
     for r in pool:
         p = prog.get(r)
@@ -348,7 +346,7 @@ def _nobody_stands_out(corr: Correlation, victims: set[int], ev: ReasoningInput)
     """Every rank in the logs timed out waiting and none stands out: say so, name no culprit."""
     world = ev.topology.world_size
     seen = sorted(corr.ranks)
-    if seen == [0] and victims == {0} and (world is None or world > 1) and _timed_out(corr.ranks[0]):
+    if seen == [0] and victims == {0} and (world is None or world > 1) and corr.ranks[0].timed_out():
         return _rank0_alone(world)
     reasons = [
         f"every rank in the logs ({rank_list(seen)}) reported a timeout or lost connection: none is the "
@@ -362,10 +360,6 @@ def _nobody_stands_out(corr: Correlation, victims: set[int], ev: ReasoningInput)
     elif len(seen) >= world:
         reasons.append(f"all {world} ranks timed out: a collective no rank could finish (a mismatch or a fabric stall)")
     return Candidate(CandidateKind.SILENT, None, None, None, None, Category.HANG, reasons)
-
-
-def _timed_out(view: RankView) -> bool:
-    return view.first_cascade is not None and view.first_cascade.category == Category.HANG
 
 
 def _rank0_alone(world: int | None) -> Candidate:

@@ -75,6 +75,10 @@ class RankView:
         known of it comes from the numbering, the world size or its peers (noise lines aside)."""
         return not self.events and self.rank not in progressed
 
+    def timed_out(self) -> bool:
+        """Its first symptom is a timeout waiting on its peers (a watchdog, a store wait)."""
+        return self.first_cascade is not None and self.first_cascade.category == Category.HANG
+
 
 @dataclass
 class Correlation:

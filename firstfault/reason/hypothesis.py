@@ -113,9 +113,7 @@ def _what(c: Candidate, cat: Category, corr: Correlation, progressed: Container[
     elif c.kind == CandidateKind.SILENT and c.rank is None:
         return "every rank that printed timed out waiting; no rank stands out as the one they waited for"
     elif c.kind == CandidateKind.SILENT and cat == Category.HANG:
-        timed_out = any(
-            v.first_cascade is not None and v.first_cascade.category == Category.HANG for v in corr.ranks.values()
-        )
+        timed_out = any(v.timed_out() for v in corr.ranks.values())
         view = corr.ranks.get(c.rank) if c.rank is not None else None
         silent = view is None or view.left_no_line(progressed)
         how = "printed nothing in the log" if silent else "stopped making progress"

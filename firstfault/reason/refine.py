@@ -117,6 +117,13 @@ PROGRAMMING_ERRORS = frozenset(
 _LIBRARY_PATH = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<package>[^/\\]+)")
 _FRAME_FILE = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
 GENERIC_EXCEPTION = "python.exception"
+
+
+def exception_name(root: Event) -> str:
+    """The exception's class without its module ("torch.OutOfMemoryError" -> "OutOfMemoryError")."""
+    return root.fields.get("exc", "").rsplit(".", 1)[-1]
+
+
 # A call that does not fit its callee: an argument the function no longer takes or now needs, an
 # attribute a module no longer has (the Python documentation's TypeError and AttributeError texts).
 # The code is right for another version of what it calls: versions disagree, which is the set-up's.
@@ -141,7 +148,7 @@ def code_defect(root: Event | None) -> bool:
     a module without the attribute) is versions disagreeing, and stays the set-up's."""
     if root is None or root.signature != GENERIC_EXCEPTION:
         return False
-    exc = root.fields.get("exc", "").rsplit(".", 1)[-1]
+    exc = exception_name(root)
     if exc not in PROGRAMMING_ERRORS or exc in _LOOKUP_ERRORS:
         return False
     return _API_MISMATCH.search(root.fields.get("msg", "")) is None
@@ -161,7 +168,7 @@ def apply_unplaced_defect(hyp: Hypothesis) -> None:
     if root is None or hyp.category != Category.APPLICATION_ERROR or any(map(_FRAME_FILE.match, root.context)):
         return
     recategorize(hyp, Category.SOFTWARE_BUG)
-    exc = root.fields.get("exc", "").rsplit(".", 1)[-1]
+    exc = exception_name(root)
     hyp.reasons.append(
         f"{exc} is a mistake in code, not in the set-up, and no traceback line says whose: "
         "read as a framework's (its own code runs most of a job's start-up)"
@@ -189,7 +196,7 @@ def apply_raise_site(hyp: Hypothesis) -> None:
     root = hyp.root_event
     if root is None or root.signature != GENERIC_EXCEPTION or hyp.category != Category.APPLICATION_ERROR:
         return
-    exc = root.fields.get("exc", "").rsplit(".", 1)[-1]
+    exc = exception_name(root)
     package = raise_site(root) if exc in PROGRAMMING_ERRORS else None
     if package is None:
         return
@@ -225,7 +232,7 @@ def apply_aer_device(hyp: Hypothesis, ev: ReasoningInput) -> None:
     hyp.reasons.append(f"the fatal PCIe error's device is a GPU, as the same report goes on: {gpu.text.strip()[:160]}")
 
 
-def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInput, early: bool = False) -> None:
+def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInput, early: bool) -> None:
     """A set-up failure or a library's bug seen on one rank, in a log that shows no other rank,
     names no culprit.
 
