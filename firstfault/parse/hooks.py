@@ -17,7 +17,7 @@ from firstfault.parse.base import ParseContext
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.vocab import Event, TsQuality, settings
-from firstfault.vocab.identity import strip_prefixes
+from firstfault.vocab.identity import rank_numbers, strip_prefixes
 
 _REC_RANK = re.compile(r"^\s*rank\s*: (?P<rank>\d+) \(local_rank: (?P<local_rank>\d+)\)")
 _REC_HOST = re.compile(r"^\s*host\s*: (?P<host>\S+)")
@@ -112,10 +112,8 @@ HVD_LINES = 64  # the per-rank lines below a 0.20+ warning (one per missing rank
 
 
 def _ranks(text: str) -> set[int]:
-    """A list's rank numbers; one at or above ``Limits.max_world`` is a claim, not a rank (a ready
-    list is turned into the ranks it lacks, and "0, 9999999" must not become ten million of them)."""
-    cap = settings.current().limits.max_world
-    return {r for x in re.split(r"[,\s]+", text) if x.isdigit() and len(x) < 8 and (r := int(x)) < cap}
+    """A Horovod list's ranks (see ``rank_numbers``: a huge number is a claim, not a rank)."""
+    return set(rank_numbers(text, settings.current().limits.max_world))
 
 
 def horovod_stall(ev: Event, hit: Hit, ctx: ParseContext) -> None:

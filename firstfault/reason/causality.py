@@ -22,7 +22,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from firstfault.vocab import Event
+from firstfault.vocab import Event, settings
+from firstfault.vocab.identity import rank_numbers
 
 RING_RECV = "gloo_ring_recv"
 
@@ -35,10 +36,9 @@ def ring_sender(witness_rank: int, world: int) -> int:
 def awaited_ranks(events: Iterable[Event]) -> Counter[int]:
     """How many victims name each rank as the one they waited for."""
     out: Counter[int] = Counter()
+    cap = settings.current().limits.max_world
     for e in events:
-        for part in re.split(r"[,\s]+", e.fields.get("awaited_rank", "")):
-            if part.isdigit() and len(part) < 9:
-                out[int(part)] += 1
+        out.update(rank_numbers(e.fields.get("awaited_rank", ""), cap))
     return out
 
 

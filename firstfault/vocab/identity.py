@@ -86,3 +86,14 @@ def strip_prefixes(text: str, srun: bool = True, pdsh: bool = True) -> tuple[str
         end = m3.end() + 1 if text[m3.end() : m3.end() + 1] == " " else m3.end()
         text = text[end:]
     return text, local_rank, rank
+
+
+def rank_numbers(text: str, cap: int) -> list[int]:
+    """The rank numbers in a list a line names ("0, 1, 3", "2 5"), in their order.
+
+    A number at or above ``cap`` (the largest world the limits allow) is a claim, not a rank: a
+    ready list is turned into the ranks it lacks, so "0, 9999999" must not become ten million of
+    them. Both the parser's hooks (Horovod's stall lists) and the reasoning (who the victims
+    waited for) read rank lists; one rule serves both.
+    """
+    return [r for x in re.split(r"[,\s]+", text) if x.isdigit() and len(x) < 9 and (r := int(x)) < cap]
