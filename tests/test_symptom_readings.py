@@ -453,3 +453,35 @@ def test_a_set_up_failure_on_the_only_rank_in_the_log_names_no_rank(tmp_path: Pa
         "[rank3]: KeyError: 'labels'\n",
     )
     assert str(late.category) == "application_error" and late.culprit.ranks == [3]
+
+
+# pytorch/pytorch#10577: torch.save's write on a full disk (torch 1.0.1)
+_TORCH_SAVE_EIO = (
+    "Traceback (most recent call last):\n"
+    '  File "train.py", line 250, in <module>\n'
+    '    torch.save(best_model.state_dict(), join(OUTD, "best_model.pt"))\n'
+    '  File "/home/user290/Venvs/pytorch.1.0.1/lib/python3.7/site-packages/torch/serialization.py", line 297, '
+    "in _save\n"
+    "    serialized_storages[key]._write_file(f, _should_read_directly(f))\n"
+    "RuntimeError: write(): fd 29 failed with Input/output error\n"
+)
+# substratusai/runbooks#92: kubectl describe of a fine-tuning pod the kubelet evicted
+_POD_EPHEMERAL_EVICTION = (
+    "  Warning  Evicted              109s  kubelet                                Pod ephemeral local storage "
+    "usage exceeds the total limit of containers 5Gi.\n"
+    "  Normal   Killing              109s  kubelet                                Stopping container model\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [(_TORCH_SAVE_EIO, "storage_io"), (_POD_EPHEMERAL_EVICTION, "scheduler")],
+    ids=["torch-save-errno", "pod-ephemeral-limit"],
+)
+def test_storage_errors_read_as_what_the_system_said(tmp_path: Path, text: str, category: str) -> None:
+    """torch's own read()/write() failure carries the errno's text (an I/O error, a stale NFS
+    handle): the storage's, even with no training line before it, never the set-up's. A pod the
+    kubelet evicted for its own ephemeral-storage limit is a limit the orchestrator enforced."""
+    v = _analyze_text(tmp_path, text)
+    assert str(v.category) == category
+    assert v.culprit.ranks == []
