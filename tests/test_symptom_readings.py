@@ -485,3 +485,39 @@ def test_storage_errors_read_as_what_the_system_said(tmp_path: Path, text: str, 
     v = _analyze_text(tmp_path, text)
     assert str(v.category) == category
     assert v.culprit.ranks == []
+
+
+# microsoft/DeepSpeed#697: fp16 scaling at its floor, every step skipped, no exception (DeepSpeed 0.3)
+_SCALE_FLOOR = (
+    "[2021-01-26 22:06:43,568] [INFO] [fused_optimizer.py:314:_update_scale] \n"
+    "Grad overflow on iteration 12\n"
+    "[2021-01-26 22:06:43,569] [INFO] [fused_optimizer.py:316:_update_scale] Reducing dynamic loss scale from 1 to 1\n"
+    "[2021-01-26 22:06:43,569] [INFO] [timer.py:166:stop] 0/520, SamplesPerSec=28.292804016474427\n"
+)
+# the same scaler early in a healthy fp16 run (ymcui/Chinese-LLaMA-Alpaca#534), then DeepSpeed's throughput
+# line from #697: lowering the scale is how fp16 training finds one that fits
+_SCALE_LOWERED = (
+    "[2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+    "Skipping step. Attempted loss scale: 64, reducing to 32\n"
+    "[2021-01-26 22:06:43,569] [INFO] [timer.py:166:stop] 0/520, SamplesPerSec=28.292804016474427\n"
+)
+# microsoft/DeepSpeedExamples#444: DeepSpeed-Chat PPO losses turn inf and training logs on
+_PPO_INF = (
+    "epoch: 0|step: 3183|ppo_ep: 1|act_loss: 30.921875|cri_loss: 30.515625|unsuper_loss: 0.0\n"
+    "average reward score: -7.80859375\n"
+    "epoch: 0|step: 3184|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0\n"
+    "average reward score: -6.359375\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [(_SCALE_FLOOR, "numerical"), (_SCALE_LOWERED, "none"), (_PPO_INF, "numerical")],
+    ids=["scale-at-floor", "scale-lowered", "ppo-losses-inf"],
+)
+def test_a_run_that_stopped_learning_is_not_healthy(tmp_path: Path, text: str, category: str) -> None:
+    """Never silent: a loss scale lowered "from 1 to 1" (the floor, still overflowing) or a loss
+    logged as inf is a numerical failure though nothing raised; a scale lowered from 64 to 32 is
+    fp16 training finding its scale, and the run is healthy."""
+    v = _analyze_text(tmp_path, text)
+    assert str(v.category) == category
