@@ -521,3 +521,17 @@ def test_a_run_that_stopped_learning_is_not_healthy(tmp_path: Path, text: str, c
     fp16 training finding its scale, and the run is healthy."""
     v = _analyze_text(tmp_path, text)
     assert str(v.category) == category
+
+
+def test_nccl_2_2_start_up_lines_are_a_jobs_not_a_refusal(tmp_path: Path) -> None:
+    """horovod/horovod#288: a healthy 2-node benchmark's NCCL 2.2 start-up, printed before NCCL's
+    debug lines said "NCCL INFO"; its version banner shows a process that created a communicator,
+    so the paste is a job's and, with no error in it, healthy (never "not a job log")."""
+    v = _analyze_text(
+        tmp_path,
+        "C4140-V100-1:340762:340937 [0] INFO NET : Using interface ib0:192.168.11.1<0>\n"
+        "C4140-V100-1:340762:340937 [0] INFO NET/IB : Using interface ib0 for sideband communication\n"
+        "C4140-V100-1:340762:340937 [0] INFO Using internal Network IB\n"
+        "NCCL version 2.2.12+cuda9.0\n",
+    )
+    assert str(v.category) == "none"
