@@ -535,3 +535,15 @@ def test_nccl_2_2_start_up_lines_are_a_jobs_not_a_refusal(tmp_path: Path) -> Non
         "NCCL version 2.2.12+cuda9.0\n",
     )
     assert str(v.category) == "none"
+
+
+def test_two_ranks_renaming_onto_one_path_is_a_race_not_the_set_up(tmp_path: Path) -> None:
+    """NVIDIA/DeepLearningExamples#1092: Tacotron2 on several nodes, each linking its checkpoint to
+    the same 'last' path; Python's two-path OSError ("'src' -> 'dst'") with EEXIST. Processes raced
+    on a path: the saving code's bug (here a framework's), never a set-up to fix, even at start-up."""
+    v = _analyze_text(
+        tmp_path,
+        "FileExistsError: [Errno 17] File exists: 'checkpoint_Tacotron2_0.pt' -> "
+        "'output/checkpoint_Tacotron2_last.pt' \n",
+    )
+    assert str(v.category) == "software_bug"
