@@ -14,6 +14,11 @@ before firstfault ever saw the log (see corpus/README.md). A case is scored on:
 
 Cases are split into a development half and a held-out half by a hash of their name, so that the
 held-out figure is measured on cases no rule was written against (report both).
+
+A case may hold ``second_reading.toml``: the same thread labelled again by a second reader who
+never saw the first label (category, culprit ranks, confidence, why). Where two careful readers of
+one thread disagree, no log reader can be right by both; the agreement between them is the
+ceiling the corpus itself puts on any score (``agreement``).
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ class CorpusResult:
     seconds: float
     error: str = ""
     confidence: float = 0.0  # the verdict's own (0 for a refusal)
+    second_category: str | None = None  # a second, independent reader's label, where one exists
+    second_ranks: list[int] | None = None
 
     @property
     def category_ok(self) -> bool:
@@ -87,6 +94,8 @@ def evaluate_case(case: Path) -> CorpusResult:
     ranks = [int(r) for r in label.get("culprit_ranks", [])]
     known = bool(label.get("culprit_known", True))
     failed = label.get("outcome", "failed") != "healthy"
+    second = case / "second_reading.toml"
+    other = tomllib.loads(second.read_text(encoding="utf-8")) if second.exists() else None
     t0 = time.perf_counter()
     try:
         v = analyze(case / "log.txt")
@@ -107,6 +116,8 @@ def evaluate_case(case: Path) -> CorpusResult:
         time.perf_counter() - t0,
         err,
         conf,
+        None if other is None else str(other.get("category", "?")),
+        None if other is None else [int(r) for r in other.get("culprit_ranks", [])],
     )
 
 
@@ -147,6 +158,30 @@ def calibration(rows: list[CorpusResult]) -> list[tuple[str, str]]:
     return out
 
 
+def agreement(rows: list[CorpusResult]) -> list[tuple[str, str]]:
+    """Two readers of the same thread, and firstfault against each (cases with a second reading)."""
+    both = [r for r in rows if r.second_category is not None]
+    agreed = [r for r in both if r.second_category == r.truth_category]
+    return [
+        ("cases read twice", str(len(both))),
+        ("the two readers agree on the category", _pct(len(agreed), len(both))),
+        (
+            "the two readers agree on the culprit (first rank, or both none)",
+            _pct(sum((r.second_ranks or [])[:1] == r.truth_ranks[:1] for r in both), len(both)),
+        ),
+        ("firstfault's category = the first reader's", _pct(sum(r.category_ok for r in both), len(both))),
+        (
+            "firstfault's category = the second reader's",
+            _pct(sum(r.category == r.second_category for r in both), len(both)),
+        ),
+        (
+            "firstfault's category = either reader's",
+            _pct(sum(r.category in (r.truth_category, r.second_category) for r in both), len(both)),
+        ),
+        ("firstfault's category where the readers agree", _pct(sum(r.category_ok for r in agreed), len(agreed))),
+    ]
+
+
 def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -> list[CorpusResult]:
     rows = [evaluate_case(c) for c in corpus_cases(root)]
     con = Console()
@@ -180,6 +215,14 @@ def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -
     for band, pct in calibration(rows):
         cal.add_row(band, pct)
     con.print(cal)
+    agree = agreement(rows)
+    if any(r.second_category is not None for r in rows):
+        two = Table(title="two readers of the same thread (cases with a second, independent reading)")
+        two.add_column("measure")
+        two.add_column("all")
+        for name, val in agree:
+            two.add_row(name, val)
+        con.print(two)
     conf = Counter((r.truth_category, r.category) for r in rows if not r.category_ok)
     if conf:
         c = Table(title="category misses (label -> firstfault)")
@@ -194,6 +237,8 @@ def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -
         lines += [f"| {k} | {tots['all'][k]} | {tots['dev'][k]} | {tots['held-out'][k]} |" for k in tots["all"]]
         lines += ["", "| confidence | category right |", "|---|---|"]
         lines += [f"| {band} | {pct} |" for band, pct in calibration(rows)]
+        if any(r.second_category is not None for r in rows):
+            lines += ["", "| two readers | all |", "|---|---|"] + [f"| {k} | {v} |" for k, v in agree]
         lines += [
             "",
             "| case | split | label | firstfault | culprit label | culprit firstfault |",

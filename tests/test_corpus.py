@@ -34,7 +34,7 @@ def test_the_corpus_is_there() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_label_is_well_formed(case: Path) -> None:
     label = tomllib.loads((case / "label.toml").read_text(encoding="utf-8"))
-    assert sorted(p.name for p in case.iterdir()) == ["label.toml", "log.txt"]
+    assert sorted(p.name for p in case.iterdir() if p.name != "second_reading.toml") == ["label.toml", "log.txt"]
     assert label["url"].startswith("https://")
     assert label["category"] in CATEGORIES
     assert label["outcome"] in ("failed", "healthy")
@@ -43,6 +43,42 @@ def test_label_is_well_formed(case: Path) -> None:
     log = (case / "log.txt").read_text(encoding="utf-8", errors="replace")
     assert label["root_line"] in log, "root_line must be copied from log.txt"
     assert len(log.encode()) < 40_000
+
+
+SECOND = sorted(p.parent for p in CORPUS.glob("*/second_reading.toml"))
+
+
+@pytest.mark.parametrize("case", SECOND, ids=[c.name for c in SECOND])
+def test_second_reading_is_well_formed(case: Path) -> None:
+    """A second reader's label of a failed case: the same vocabulary, its own confidence and why."""
+    other = tomllib.loads((case / "second_reading.toml").read_text(encoding="utf-8"))
+    assert sorted(other) == ["category", "culprit_ranks", "label_confidence", "rationale"]
+    assert other["category"] in CATEGORIES - {"none"}
+    assert other["label_confidence"] in ("high", "medium", "low")
+    assert all(isinstance(r, int) and r >= 0 for r in other["culprit_ranks"])
+    assert other["rationale"].strip()
+
+
+def test_agreement_counts_two_readers_and_firstfault_against_each(tmp_path: Path) -> None:
+    """Two readers who disagree cap any score: the table says how often they agree and where
+    firstfault stands against each (here two cases: the readers agree on one)."""
+    from firstfault_bench.corpus import agreement, evaluate_case
+
+    src = CASES[0]
+    for name, second in (("a", None), ("b", "agree"), ("c", "other")):
+        case = tmp_path / name
+        case.mkdir()
+        (case / "log.txt").write_bytes((src / "log.txt").read_bytes())
+        (case / "label.toml").write_bytes((src / "label.toml").read_bytes())
+        if second is not None:
+            label = tomllib.loads((src / "label.toml").read_text(encoding="utf-8"))
+            cat = label["category"] if second == "agree" else ("hang" if label["category"] != "hang" else "numerical")
+            (case / "second_reading.toml").write_text(
+                f'category = "{cat}"\nculprit_ranks = []\nlabel_confidence = "low"\nrationale = "test"\n'
+            )
+    table = dict(agreement([evaluate_case(tmp_path / n) for n in "abc"]))
+    assert table["cases read twice"] == "2"
+    assert table["the two readers agree on the category"] == "1/2 (50%)"
 
 
 def test_every_case_is_analysed_and_accuracy_holds() -> None:
