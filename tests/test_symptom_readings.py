@@ -16,6 +16,9 @@ from firstfault.pipeline import analyze
 from firstfault.vocab import Verdict
 from firstfault.vocab.errors import BundleError
 
+# THUDM/ChatGLM-6B#1203: PyTorch on ROCm, whose hipified allocator says "HIP out of memory"
+REAL_HIP_OOM = "RuntimeError: HIP out of memory. Tried to allocate 128.00 MiB (GPU 0; 31.98 GiB total capacity; 31.60 GiB already allocated; 0 bytes free; 31.64 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_HIP_ALLOC_CONF"
+
 
 def _analyze_text(tmp_path: Path, text: str) -> Verdict:
     log = tmp_path / "log.txt"
@@ -547,3 +550,37 @@ def test_two_ranks_renaming_onto_one_path_is_a_race_not_the_set_up(tmp_path: Pat
         "'output/checkpoint_Tacotron2_last.pt' \n",
     )
     assert str(v.category) == "software_bug"
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        # THUDM/ChatGLM-6B#1203: a ROCm build's allocator, hipified
+        (REAL_HIP_OOM + "\n", "gpu_oom"),
+        # modelscope/ms-swift#1538: accelerate refusing device_map='auto' under a distributed launch
+        (
+            "You can't train a model that has been loaded with `device_map='auto'` in any distributed mode. "
+            "Please rerun your script specifying `--num_processes=1` or by launching with `python {{myscript.py}}`\n",
+            "configuration",
+        ),
+        # NVIDIA/NeMo#10997: Open MPI started by srun without SLURM's PMI
+        (
+            'The application appears to have been direct launched using "srun",\n'
+            "but OMPI was not built with SLURM's PMI support and therefore cannot\n"
+            "execute. There are several options for building PMI support under\n",
+            "configuration",
+        ),
+        # NVIDIA/NeMo#14829: srun's task launch failing under --mpi=pmix
+        (
+            "srun: StepId=<id>.0 aborted before step completely launched.\n"
+            "srun: error: task 0 launch failed: Unspecified error\n",
+            "configuration",
+        ),
+    ],
+    ids=["hip-oom", "device-map-auto", "ompi-without-pmi", "srun-task-launch"],
+)
+def test_start_up_failures_in_their_own_words(tmp_path: Path, text: str, category: str) -> None:
+    """Round 24 (blind) refused or misread these: each is what its component prints, read as what
+    it says (an out-of-memory on a ROCm GPU; a set-up the framework, MPI or srun could not start)."""
+    v = _analyze_text(tmp_path, text)
+    assert str(v.category) == category
