@@ -458,129 +458,110 @@ def test_a_set_up_failure_on_the_only_rank_in_the_log_names_no_rank(tmp_path: Pa
     assert str(late.category) == "application_error" and late.culprit.ranks == [3]
 
 
-# pytorch/pytorch#10577: torch.save's write on a full disk (torch 1.0.1)
-_TORCH_SAVE_EIO = (
-    "Traceback (most recent call last):\n"
-    '  File "train.py", line 250, in <module>\n'
-    '    torch.save(best_model.state_dict(), join(OUTD, "best_model.pt"))\n'
-    '  File "/home/user290/Venvs/pytorch.1.0.1/lib/python3.7/site-packages/torch/serialization.py", line 297, '
-    "in _save\n"
-    "    serialized_storages[key]._write_file(f, _should_read_directly(f))\n"
-    "RuntimeError: write(): fd 29 failed with Input/output error\n"
-)
-# substratusai/runbooks#92: kubectl describe of a fine-tuning pod the kubelet evicted
-_POD_EPHEMERAL_EVICTION = (
-    "  Warning  Evicted              109s  kubelet                                Pod ephemeral local storage "
-    "usage exceeds the total limit of containers 5Gi.\n"
-    "  Normal   Killing              109s  kubelet                                Stopping container model\n"
-)
-
-
-@pytest.mark.parametrize(
-    ("text", "category"),
-    [(_TORCH_SAVE_EIO, "storage_io"), (_POD_EPHEMERAL_EVICTION, "scheduler")],
-    ids=["torch-save-errno", "pod-ephemeral-limit"],
-)
-def test_storage_errors_read_as_what_the_system_said(tmp_path: Path, text: str, category: str) -> None:
-    """torch's own read()/write() failure carries the errno's text (an I/O error, a stale NFS
-    handle): the storage's, even with no training line before it, never the set-up's. A pod the
-    kubelet evicted for its own ephemeral-storage limit is a limit the orchestrator enforced."""
-    v = _analyze_text(tmp_path, text)
-    assert str(v.category) == category
-    assert v.culprit.ranks == []
-
-
-# microsoft/DeepSpeed#697: fp16 scaling at its floor, every step skipped, no exception (DeepSpeed 0.3)
-_SCALE_FLOOR = (
-    "[2021-01-26 22:06:43,568] [INFO] [fused_optimizer.py:314:_update_scale] \n"
-    "Grad overflow on iteration 12\n"
-    "[2021-01-26 22:06:43,569] [INFO] [fused_optimizer.py:316:_update_scale] Reducing dynamic loss scale from 1 to 1\n"
-    "[2021-01-26 22:06:43,569] [INFO] [timer.py:166:stop] 0/520, SamplesPerSec=28.292804016474427\n"
-)
-# the same scaler early in a healthy fp16 run (ymcui/Chinese-LLaMA-Alpaca#534), then DeepSpeed's throughput
-# line from #697: lowering the scale is how fp16 training finds one that fits
-_SCALE_LOWERED = (
-    "[2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 "
-    "Skipping step. Attempted loss scale: 64, reducing to 32\n"
-    "[2021-01-26 22:06:43,569] [INFO] [timer.py:166:stop] 0/520, SamplesPerSec=28.292804016474427\n"
-)
-# microsoft/DeepSpeedExamples#444: DeepSpeed-Chat PPO losses turn inf and training logs on
-_PPO_INF = (
-    "epoch: 0|step: 3183|ppo_ep: 1|act_loss: 30.921875|cri_loss: 30.515625|unsuper_loss: 0.0\n"
-    "average reward score: -7.80859375\n"
-    "epoch: 0|step: 3184|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0\n"
-    "average reward score: -6.359375\n"
-)
-
-
-@pytest.mark.parametrize(
-    ("text", "category"),
-    [(_SCALE_FLOOR, "numerical"), (_SCALE_LOWERED, "none"), (_PPO_INF, "numerical")],
-    ids=["scale-at-floor", "scale-lowered", "ppo-losses-inf"],
-)
-def test_a_run_that_stopped_learning_is_not_healthy(tmp_path: Path, text: str, category: str) -> None:
-    """Never silent: a loss scale lowered "from 1 to 1" (the floor, still overflowing) or a loss
-    logged as inf is a numerical failure though nothing raised; a scale lowered from 64 to 32 is
-    fp16 training finding its scale, and the run is healthy."""
-    v = _analyze_text(tmp_path, text)
-    assert str(v.category) == category
-
-
-def test_nccl_2_2_start_up_lines_are_a_jobs_not_a_refusal(tmp_path: Path) -> None:
-    """horovod/horovod#288: a healthy 2-node benchmark's NCCL 2.2 start-up, printed before NCCL's
-    debug lines said "NCCL INFO"; its version banner shows a process that created a communicator,
-    so the paste is a job's and, with no error in it, healthy (never "not a job log")."""
-    v = _analyze_text(
-        tmp_path,
+# Rounds 21 to 24 (blind) misread or refused these: each is what its component prints, read as what
+# it says. Rows: the thread, then the text (real lines only), then the category.
+_IN_THEIR_OWN_WORDS = [
+    # pytorch/pytorch#10577: torch.save's own write() on a full disk (torch 1.0.1): the errno's text
+    # is the storage's, even with no training line before it, never the set-up's
+    pytest.param(
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 250, in <module>\n'
+        '    torch.save(best_model.state_dict(), join(OUTD, "best_model.pt"))\n'
+        '  File "/home/user290/Venvs/pytorch.1.0.1/lib/python3.7/site-packages/torch/serialization.py", line 297, '
+        "in _save\n"
+        "    serialized_storages[key]._write_file(f, _should_read_directly(f))\n"
+        "RuntimeError: write(): fd 29 failed with Input/output error\n",
+        "storage_io",
+        id="torch-save-errno",
+    ),
+    # substratusai/runbooks#92: a pod the kubelet evicted for its own ephemeral-storage limit: a
+    # limit the orchestrator enforced
+    pytest.param(
+        "  Warning  Evicted              109s  kubelet                                Pod ephemeral local storage "
+        "usage exceeds the total limit of containers 5Gi.\n"
+        "  Normal   Killing              109s  kubelet                                Stopping container model\n",
+        "scheduler",
+        id="pod-ephemeral-limit",
+    ),
+    # microsoft/DeepSpeed#697: fp16 scaling at its floor ("from 1 to 1", still overflowing), every
+    # step skipped and nothing raised (DeepSpeed 0.3): never silent
+    pytest.param(
+        "[2021-01-26 22:06:43,568] [INFO] [fused_optimizer.py:314:_update_scale] \n"
+        "Grad overflow on iteration 12\n"
+        "[2021-01-26 22:06:43,569] [INFO] [fused_optimizer.py:316:_update_scale] Reducing dynamic loss scale "
+        "from 1 to 1\n"
+        "[2021-01-26 22:06:43,569] [INFO] [timer.py:166:stop] 0/520, SamplesPerSec=28.292804016474427\n",
+        "numerical",
+        id="scale-at-floor",
+    ),
+    # the same scaler early in a healthy fp16 run (ymcui/Chinese-LLaMA-Alpaca#534), then DeepSpeed's
+    # throughput line from #697: lowering 64 to 32 is fp16 training finding a scale that fits
+    pytest.param(
+        "[2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+        "Skipping step. Attempted loss scale: 64, reducing to 32\n"
+        "[2021-01-26 22:06:43,569] [INFO] [timer.py:166:stop] 0/520, SamplesPerSec=28.292804016474427\n",
+        "none",
+        id="scale-lowered",
+    ),
+    # microsoft/DeepSpeedExamples#444: DeepSpeed-Chat's PPO losses turn inf and training logs on
+    pytest.param(
+        "epoch: 0|step: 3183|ppo_ep: 1|act_loss: 30.921875|cri_loss: 30.515625|unsuper_loss: 0.0\n"
+        "average reward score: -7.80859375\n"
+        "epoch: 0|step: 3184|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0\n"
+        "average reward score: -6.359375\n",
+        "numerical",
+        id="ppo-losses-inf",
+    ),
+    # horovod/horovod#288: a healthy 2-node benchmark's NCCL 2.2 start-up (before NCCL's lines said
+    # "NCCL INFO"); its version banner shows a process that created a communicator: a job's log
+    pytest.param(
         "C4140-V100-1:340762:340937 [0] INFO NET : Using interface ib0:192.168.11.1<0>\n"
         "C4140-V100-1:340762:340937 [0] INFO NET/IB : Using interface ib0 for sideband communication\n"
         "C4140-V100-1:340762:340937 [0] INFO Using internal Network IB\n"
         "NCCL version 2.2.12+cuda9.0\n",
-    )
-    assert str(v.category) == "none"
-
-
-def test_two_ranks_renaming_onto_one_path_is_a_race_not_the_set_up(tmp_path: Path) -> None:
-    """NVIDIA/DeepLearningExamples#1092: Tacotron2 on several nodes, each linking its checkpoint to
-    the same 'last' path; Python's two-path OSError ("'src' -> 'dst'") with EEXIST. Processes raced
-    on a path: the saving code's bug (here a framework's), never a set-up to fix, even at start-up."""
-    v = _analyze_text(
-        tmp_path,
+        "none",
+        id="nccl-2.2-start-up",
+    ),
+    # NVIDIA/DeepLearningExamples#1092: Tacotron2 on several nodes, each linking its checkpoint to the
+    # same 'last' path; Python's two-path OSError with EEXIST: processes raced on a path (the saving
+    # code's bug), never a set-up to fix, even at start-up
+    pytest.param(
         "FileExistsError: [Errno 17] File exists: 'checkpoint_Tacotron2_0.pt' -> "
         "'output/checkpoint_Tacotron2_last.pt' \n",
-    )
-    assert str(v.category) == "software_bug"
+        "software_bug",
+        id="rename-race",
+    ),
+    # THUDM/ChatGLM-6B#1203: a ROCm build's allocator, hipified
+    pytest.param(REAL_HIP_OOM + "\n", "gpu_oom", id="hip-oom"),
+    # modelscope/ms-swift#1538: accelerate refusing device_map='auto' under a distributed launch
+    pytest.param(
+        "You can't train a model that has been loaded with `device_map='auto'` in any distributed mode. "
+        "Please rerun your script specifying `--num_processes=1` or by launching with `python {{myscript.py}}`\n",
+        "configuration",
+        id="device-map-auto",
+    ),
+    # NVIDIA/NeMo#10997: Open MPI started by srun without SLURM's PMI
+    pytest.param(
+        'The application appears to have been direct launched using "srun",\n'
+        "but OMPI was not built with SLURM's PMI support and therefore cannot\n"
+        "execute. There are several options for building PMI support under\n",
+        "configuration",
+        id="ompi-without-pmi",
+    ),
+    # NVIDIA/NeMo#14829: srun's task launch failing under --mpi=pmix: no task ran
+    pytest.param(
+        "srun: StepId=<id>.0 aborted before step completely launched.\n"
+        "srun: error: task 0 launch failed: Unspecified error\n",
+        "configuration",
+        id="srun-task-launch",
+    ),
+]
 
 
-@pytest.mark.parametrize(
-    ("text", "category"),
-    [
-        # THUDM/ChatGLM-6B#1203: a ROCm build's allocator, hipified
-        (REAL_HIP_OOM + "\n", "gpu_oom"),
-        # modelscope/ms-swift#1538: accelerate refusing device_map='auto' under a distributed launch
-        (
-            "You can't train a model that has been loaded with `device_map='auto'` in any distributed mode. "
-            "Please rerun your script specifying `--num_processes=1` or by launching with `python {{myscript.py}}`\n",
-            "configuration",
-        ),
-        # NVIDIA/NeMo#10997: Open MPI started by srun without SLURM's PMI
-        (
-            'The application appears to have been direct launched using "srun",\n'
-            "but OMPI was not built with SLURM's PMI support and therefore cannot\n"
-            "execute. There are several options for building PMI support under\n",
-            "configuration",
-        ),
-        # NVIDIA/NeMo#14829: srun's task launch failing under --mpi=pmix
-        (
-            "srun: StepId=<id>.0 aborted before step completely launched.\n"
-            "srun: error: task 0 launch failed: Unspecified error\n",
-            "configuration",
-        ),
-    ],
-    ids=["hip-oom", "device-map-auto", "ompi-without-pmi", "srun-task-launch"],
-)
-def test_start_up_failures_in_their_own_words(tmp_path: Path, text: str, category: str) -> None:
-    """Round 24 (blind) refused or misread these: each is what its component prints, read as what
-    it says (an out-of-memory on a ROCm GPU; a set-up the framework, MPI or srun could not start)."""
+@pytest.mark.parametrize(("text", "category"), _IN_THEIR_OWN_WORDS)
+def test_read_as_what_its_component_says(tmp_path: Path, text: str, category: str) -> None:
+    """Each row is a failure (or a healthy run) in the words of the component that printed it; the
+    verdict's category is what those words mean, and none of these names a rank."""
     v = _analyze_text(tmp_path, text)
     assert str(v.category) == category
+    assert v.culprit.ranks == []
