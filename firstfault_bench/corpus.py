@@ -53,6 +53,7 @@ class CorpusResult:
     confidence: float = 0.0  # the verdict's own (0 for a refusal)
     second_category: str | None = None  # a second, independent reader's label, where one exists
     second_ranks: list[int] | None = None
+    second_confidence: str = ""
 
     @property
     def category_ok(self) -> bool:
@@ -118,6 +119,7 @@ def evaluate_case(case: Path) -> CorpusResult:
         conf,
         None if other is None else str(other.get("category", "?")),
         None if other is None else [int(r) for r in other.get("culprit_ranks", [])],
+        "" if other is None else str(other.get("label_confidence", "")),
     )
 
 
@@ -159,12 +161,23 @@ def calibration(rows: list[CorpusResult]) -> list[tuple[str, str]]:
 
 
 def agreement(rows: list[CorpusResult]) -> list[tuple[str, str]]:
-    """Two readers of the same thread, and firstfault against each (cases with a second reading)."""
+    """Two readers of the same thread, and firstfault against each (cases with a second reading).
+
+    The second reader's own confidence splits the agreement: where they are sure the thread
+    settles it ("high"), two readings should agree; where they labelled from the log alone
+    ("low"), the disagreement is the log's ambiguity.
+    """
     both = [r for r in rows if r.second_category is not None]
     agreed = [r for r in both if r.second_category == r.truth_category]
-    return [
+    sure = [r for r in agreed if r.second_confidence == "high"]
+    out = [
         ("cases read twice", str(len(both))),
         ("the two readers agree on the category", _pct(len(agreed), len(both))),
+    ]
+    for level in ("high", "medium", "low"):
+        at = [r for r in both if r.second_confidence == level]
+        out.append((f"  of them, the second reader's {level}", _pct(sum(r in agreed for r in at), len(at))))
+    out += [
         (
             "the two readers agree on the culprit (first rank, or both none)",
             _pct(sum((r.second_ranks or [])[:1] == r.truth_ranks[:1] for r in both), len(both)),
@@ -179,7 +192,9 @@ def agreement(rows: list[CorpusResult]) -> list[tuple[str, str]]:
             _pct(sum(r.category in (r.truth_category, r.second_category) for r in both), len(both)),
         ),
         ("firstfault's category where the readers agree", _pct(sum(r.category_ok for r in agreed), len(agreed))),
+        ("  of them, the second reader's high", _pct(sum(r.category_ok for r in sure), len(sure))),
     ]
+    return out
 
 
 def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -> list[CorpusResult]:
