@@ -176,7 +176,8 @@ def agreement(rows: list[CorpusResult]) -> list[tuple[str, str]]:
     ]
     for level in ("high", "medium", "low"):
         at = [r for r in both if r.second_confidence == level]
-        out.append((f"  of them, the second reader's {level}", _pct(sum(r in agreed for r in at), len(at))))
+        same = sum(r.second_category == r.truth_category for r in at)
+        out.append((f"  of them, where the second reader is {level}", _pct(same, len(at))))
     out += [
         (
             "the two readers agree on the culprit (first rank, or both none)",
@@ -192,7 +193,7 @@ def agreement(rows: list[CorpusResult]) -> list[tuple[str, str]]:
             _pct(sum(r.category in (r.truth_category, r.second_category) for r in both), len(both)),
         ),
         ("firstfault's category where the readers agree", _pct(sum(r.category_ok for r in agreed), len(agreed))),
-        ("  of them, the second reader's high", _pct(sum(r.category_ok for r in sure), len(sure))),
+        ("  of them, where the second reader is sure (high)", _pct(sum(r.category_ok for r in sure), len(sure))),
     ]
     return out
 

@@ -76,9 +76,19 @@ def test_agreement_counts_two_readers_and_firstfault_against_each(tmp_path: Path
             (case / "second_reading.toml").write_text(
                 f'category = "{cat}"\nculprit_ranks = []\nlabel_confidence = "low"\nrationale = "test"\n'
             )
-    table = dict(agreement([evaluate_case(tmp_path / n) for n in "abc"]))
+    rows = agreement([evaluate_case(tmp_path / n) for n in "abc"])
+    names = [name for name, _ in rows]
+    assert len(names) == len(set(names)), "every row says what it counts"
+    table = dict(rows)
     assert table["cases read twice"] == "2"
     assert table["the two readers agree on the category"] == "1/2 (50%)"
+    assert table["  of them, where the second reader is low"] == "1/2 (50%)"
+    # firstfault gives one answer for two copies of one log: it matches the first reader on both or
+    # on neither, and the second reader on at most one (the readers differ on one case)
+    first = table["firstfault's category = the first reader's"]
+    assert first in ("2/2 (100%)", "0/2 (0%)")
+    either = table["firstfault's category = either reader's"]
+    assert either == first or first == "0/2 (0%)"
 
 
 def test_every_case_is_analysed_and_accuracy_holds() -> None:

@@ -1,6 +1,8 @@
 """Lines that report a symptom or show a job under way: read as what they say, never as more.
 
-Each text is a real line from the public thread named beside it; none is invented.
+Each text is a real line from the public thread named beside it, or (where the comment says so)
+the component's own format string with values filled in, as in a signature's examples; no wording
+is invented.
 """
 
 from __future__ import annotations
@@ -565,3 +567,35 @@ def test_read_as_what_its_component_says(tmp_path: Path, text: str, category: st
     v = _analyze_text(tmp_path, text)
     assert str(v.category) == category
     assert v.culprit.ranks == []
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        # a node's own fault at launch (a connection to slurmd) stays the scheduler's; the launch
+        # line's errmsg, not the line, says whose (src/api/step_launch.c's format string with
+        # slurm_strerror's text filled in)
+        pytest.param(
+            "srun: error: task 3 launch failed: Communication connection failure\n",
+            "scheduler",
+            id="launch-node-fault",
+        ),
+    ],
+)
+def test_what_stays_as_it_was(tmp_path: Path, text: str, category: str) -> None:
+    """The launch readings above are narrow: a node's own launch fault keeps the scheduler's
+    reading."""
+    assert str(_analyze_text(tmp_path, text).category) == category
+
+
+def test_a_metric_line_repeated_is_one_process_not_every_rank(tmp_path: Path) -> None:
+    """microsoft/DeepSpeedExamples#444: rank 0 logs the PPO losses step after step; two inf lines
+    are a time series, not two ranks failing the same way, so the headline claims no rank."""
+    v = _analyze_text(
+        tmp_path,
+        "epoch: 0|step: 3184|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0\n"
+        "average reward score: -6.359375\n"
+        "epoch: 0|step: 3185|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0\n",
+    )
+    assert str(v.category) == "numerical"
+    assert "every rank" not in v.summary

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from firstfault.parse.progress import training_line
 from firstfault.reason.correlate import TEARDOWN_SIGNALS, Correlation, exit_signal, victim_first
 from firstfault.vocab import Category, Event, Layer, Role, settings
 
@@ -49,8 +50,17 @@ class CommonFailure:
 
 
 def _rankless_roots(corr: Correlation) -> list[Event]:
-    """Exceptions printed by a process that no line places on a rank (a console without prefixes)."""
-    return [e for e in corr.host_events.get("", []) if e.role == Role.ROOT and e.layer in _PROCESS_LAYERS]
+    """Exceptions printed by a process that no line places on a rank (a console without prefixes).
+
+    A training line (a step's loss at NaN, a metrics dict) is not one: trainers log those from one
+    process, step after step, so its copies are a time series, not one copy per rank, and they
+    must not make a failure "every rank's".
+    """
+    return [
+        e
+        for e in corr.host_events.get("", [])
+        if e.role == Role.ROOT and e.layer in _PROCESS_LAYERS and not training_line(e.text)
+    ]
 
 
 def common_failure(corr: Correlation, world: int | None) -> CommonFailure | None:

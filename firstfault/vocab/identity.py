@@ -96,4 +96,5 @@ def rank_numbers(text: str, cap: int) -> list[int]:
     them. Both the parser's hooks (Horovod's stall lists) and the reasoning (who the victims
     waited for) read rank lists; one rule serves both.
     """
-    return [r for x in re.split(r"[,\s]+", text) if x.isdigit() and len(x) < 9 and (r := int(x)) < cap]
+    parts = re.split(r"[,\s]+", text)
+    return [r for x in parts if x.isascii() and x.isdecimal() and len(x) < 9 and (r := int(x)) < cap]
