@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from firstfault.pipeline import analyze
-from firstfault.vocab import Verdict
+from tests.paste_text import analyze_text
 
 
 def test_headless_traceback_keeps_its_frames(tmp_path: Path) -> None:
@@ -46,7 +46,7 @@ def test_ray_labelled_traceback_keeps_its_frames(tmp_path: Path) -> None:
 
 def test_a_ranks_earlier_lines_are_not_its_frames(tmp_path: Path) -> None:
     """Indented frames under "[rank0]:" end at the rank's first unindented line above them."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         "[rank0]: step 3 loss 2.1\n"
         '[rank0]:   File "/opt/conda/lib/python3.11/site-packages/deepspeed/runtime/engine.py", line 1997, in no_sync\n'
@@ -296,17 +296,10 @@ def test_a_mangled_torchelastic_failure_keeps_its_exit_code() -> None:
     assert str(v.category) == "host_oom"
 
 
-def _analyze_text(tmp_path: Path, text: str, name: str = "log.txt") -> Verdict:
-    """The verdict on a paste of ``text`` saved as ``name``."""
-    log = tmp_path / name
-    log.write_text(text)
-    return analyze(log)
-
-
 def test_nccl_tests_footer_is_a_finished_run_not_an_error(tmp_path: Path) -> None:
     """nccl-tests prints "# Errors with asterisks ..." under every checked table (real lines,
     ROCm/rccl#2078): a footnote, and "Out of bounds values : 0 OK" is the run's good end."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         (
             " 17179869184    4294967296     float     sum      -1    89235  192.52  360.98      0    89189  192.62  361.17      0\n"
@@ -354,7 +347,7 @@ def test_info_lines_of_a_ddp_job_make_it_a_job_log(tmp_path: Path) -> None:
 
 def test_a_nan_in_a_metrics_column_is_numerical(tmp_path: Path) -> None:
     """A trainer that keeps logging after its loss went NaN never raises (real: NVIDIA-NeMo/Automodel#1883)."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         (
             "step 10 | loss 2.6030 | grad_norm  9.9375\nstep 11 | loss 2.3224 | grad_norm     nan\n"
@@ -380,7 +373,7 @@ def test_a_launcher_child_killed_by_sigkill_is_an_exit_record(tmp_path: Path) ->
     """`accelerate launch` re-raises its child's death by SIGKILL (real: huggingface/autotrain-advanced#456):
     an exit on signal 9 with no error of its own, read as the OOM killer's; the traceback's
     source line ("raise subprocess.CalledProcessError(...)") is code, not an error message."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         (
             "Traceback (most recent call last):\n"
@@ -413,7 +406,7 @@ def test_a_collectors_time_before_an_mpi_tag_is_the_lines_time(tmp_path: Path) -
 def test_deepspeeds_dead_child_names_its_local_rank_across_a_wrapped_line(tmp_path: Path) -> None:
     """DeepSpeed's launcher prints the dead child's command list ('--local_rank=1') and a
     terminal wrapped it over lines (real: AnomalyGPT#43): the exit is that rank's."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         (
             "[2023-11-13 16:59:54,760] [INFO] [launch.py:314:sigkill_handler] Killing subprocess 9439\n"
@@ -455,7 +448,7 @@ def test_rays_worker_prefix_is_peeled_like_a_launchers(tmp_path: Path) -> None:
 def test_a_hang_up_signal_is_the_terminal_closing(tmp_path: Path) -> None:
     """torchrun passing SIGHUP (signal 1) to its workers: the terminal that started the job
     closed (real: ultralytics/ultralytics#918, a progress bar the warning was printed onto)."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         (
             "     39/100      13.9G      2.252      3.897      2.851      1.791         48        768:  43%|████▎     | "
@@ -539,14 +532,14 @@ def test_a_job_evidence_line_is_noted_not_kept(tmp_path: Path) -> None:
         "to perform barrier as devices used by this process are currently unknown. This can potentially cause a "
         "hang if this rank to GPU mapping is incorrect.\n"
     )
-    v = _analyze_text(tmp_path, "".join(line.format(r=r) for r in range(4)))
+    v = analyze_text(tmp_path, "".join(line.format(r=r) for r in range(4)))
     assert str(v.category) == "none" and v.stats["events"] == 0
 
 
 def test_torchrun_banner_is_a_job_line(tmp_path: Path) -> None:
     """torchrun's OMP_NUM_THREADS banner shows a job was launched: never "not a job log" (LLaMA-Factory#5560)."""
     banner = "W0927 11:34:43.255000 140277616324736 torch/distributed/run.py:779] "
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         f"{banner}\n{banner}*****************************************\n"
         f"{banner}Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your "
@@ -559,7 +552,7 @@ def test_torchrun_banner_is_a_job_line(tmp_path: Path) -> None:
 def test_a_paste_cut_inside_the_oom_report_is_an_oom(tmp_path: Path) -> None:
     """The kernel's OOM report starts with "<task> invoked oom-killer"; a paste cut before its
     "Killed process" line (NVIDIA/DALI#585) still shows memory ran out: never "no failure"."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         "[2612362.231458] python invoked oom-killer: gfp_mask=0x14000c0(GFP_KERNEL), nodemask=(null), order=0, "
         "oom_score_adj=829\n"
@@ -571,7 +564,7 @@ def test_a_paste_cut_inside_the_oom_report_is_an_oom(tmp_path: Path) -> None:
 def test_older_detail_mismatch_wording_is_a_collective_mismatch(tmp_path: Path) -> None:
     """torch <= 1.10's ProcessGroupWrapper had each rank print its own fingerprint ("is running
     inconsistent collective"); a terminal wrapped it mid-word (JOTR#4). Not a set-up failure."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running inconsistent collective: "
         "CollectiveFingerPrint(OpType=ALLGATHER, TensorShape\n=[41, 256, 8, 8, 8], TensorDtypes=Float)\n"
@@ -584,7 +577,7 @@ def test_older_detail_mismatch_wording_is_a_collective_mismatch(tmp_path: Path) 
 def test_a_pasted_memory_limit_kill_is_a_host_oom(tmp_path: Path) -> None:
     """slurmstepd's memory-limit kill alone does not say it came at start-up (facebookresearch/mmf#574:
     RAM grew with the data loader's workers): host_oom, not a set-up fault assumed from silence."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         "slurmstepd: error: Job 34477 exceeded memory limit (169384386560 > 161061273600), being killed\n"
         "slurmstepd: error: Exceeded job memory limit\n",

@@ -1,8 +1,7 @@
 """Lines that report a symptom or show a job under way: read as what they say, never as more.
 
-Each text is a real line from the public thread named beside it, or (where the comment says so)
-the component's own format string with values filled in, as in a signature's examples; no wording
-is invented.
+Each text is a real line from the public thread named beside it; none is invented. (Failures read
+from their components' own wording are in test_component_wordings.py.)
 """
 
 from __future__ import annotations
@@ -14,19 +13,8 @@ import pytest
 from firstfault.discover import discover
 from firstfault.match.registry import load_registry
 from firstfault.parse.run import parse_bundle
-from firstfault.pipeline import analyze
-from firstfault.vocab import Verdict
 from firstfault.vocab.errors import BundleError
-
-# THUDM/ChatGLM-6B#1203: PyTorch on ROCm, whose hipified allocator says "HIP out of memory"
-REAL_HIP_OOM = "RuntimeError: HIP out of memory. Tried to allocate 128.00 MiB (GPU 0; 31.98 GiB total capacity; 31.60 GiB already allocated; 0 bytes free; 31.64 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and PYTORCH_HIP_ALLOC_CONF"
-
-
-def _analyze_text(tmp_path: Path, text: str) -> Verdict:
-    log = tmp_path / "log.txt"
-    log.write_text(text)
-    return analyze(log)
-
+from tests.paste_text import analyze_text
 
 # pytorch/torchtune#2093: rank 3's process aborting when its watchdog timed out on an ALLREDUCE
 _ABORT_ON_TIMEOUT = (
@@ -45,7 +33,7 @@ def test_an_abort_on_a_timeout_is_the_timeouts_victim_not_a_crash(tmp_path: Path
     """ "terminate called after throwing" announces the what() line below it: here a watchdog
     re-raising the timeout it caught. The process died because it waited for a peer: rank 3 is a
     victim (a hang), not a process crash and not the culprit."""
-    v = _analyze_text(tmp_path, _ABORT_ON_TIMEOUT)
+    v = analyze_text(tmp_path, _ABORT_ON_TIMEOUT)
     assert str(v.category) == "hang"
     assert 3 not in v.culprit.ranks
     chain = {link.event.signature: link.role for link in v.causal_chain}
@@ -56,7 +44,7 @@ def test_a_peer_closing_its_connection_is_not_called_the_network(tmp_path: Path)
     """pytorch/pytorch#78514: rank 0 returned before its isend completed and its process exited;
     rank 1's recv saw gloo's "Connection closed by peer". The peer left first, for a reason only
     its own output holds: unknown, and never a network fault or a set-up one."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         '  File "/NFS/home/haokang/test.py", line 20, in main_worker\n'
         "    dist.recv(input,0)\n"
@@ -188,14 +176,14 @@ _READS_AS = [
 
 @pytest.mark.parametrize(("text", "category"), [c[1:] for c in _READS_AS], ids=[c[0] for c in _READS_AS])
 def test_a_real_paste_reads_as_its_fault(tmp_path: Path, text: str, category: str) -> None:
-    assert str(_analyze_text(tmp_path, text).category) == category
+    assert str(analyze_text(tmp_path, text).category) == category
 
 
 def test_an_abort_after_the_watchdogs_teardown_is_that_teardown(tmp_path: Path) -> None:
     """ultralytics/yolov5#4409 (torch 1.x wording): ranks 1-3 time out in a BROADCAST while rank 0
     validates; the watchdog says it takes the process down, and the paste ends with the bare
     "terminate called" of that abort. The abort is the tear-down, not a crash that came first."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         "[E ProcessGroupNCCL.cpp:566] [Rank 1] Watchdog caught collective operation timeout: "
         "WorkNCCL(OpType=BROADCAST, Timeout(ms)=60000) ran for 66858 milliseconds before timing out.\n"
@@ -216,7 +204,7 @@ def test_an_abort_after_the_watchdogs_teardown_is_that_teardown(tmp_path: Path) 
 def test_a_teardown_with_no_error_is_never_a_healthy_job(tmp_path: Path) -> None:
     """A paste holding only the watchdog's tear-down (the form of the torch 2.5 example in
     nccl.async_error_teardown): the job failed, though not a line says why. Never `none`."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         "[rank1]:[E1118 20:32:23.957487695 ProcessGroupNCCL.cpp:681] [Rank 1] Some NCCL operations have failed "
         "or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
@@ -224,7 +212,7 @@ def test_a_teardown_with_no_error_is_never_a_healthy_job(tmp_path: Path) -> None
     )
     assert str(v.category) == "configuration"  # no line shows training: the set-up's, as an unexplained error
     assert "torn down" in v.summary
-    trained = _analyze_text(
+    trained = analyze_text(
         tmp_path,
         "[rank1]: step 12 loss 2.3412\n"
         "[rank1]:[E1118 20:32:23.957487695 ProcessGroupNCCL.cpp:681] [Rank 1] Some NCCL operations have failed "
@@ -237,7 +225,7 @@ def test_a_teardown_with_no_error_is_never_a_healthy_job(tmp_path: Path) -> None
 def test_memory_registration_failing_at_start_up_is_the_set_up(tmp_path: Path) -> None:
     """hhhyunwoo.github.io/posts/infiniband-nccl-issue: NCCL could not register memory with the HCA
     at start-up; the author raised the locked-memory limit (memlock) and the job ran."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         "ibvwrap.c: 106 NCCL WARN Call to ibv_reg_mr failed\n"
         "NCCL INFO ib_plugin.c:448 -> 2\n"
@@ -252,7 +240,7 @@ def test_naming_the_lowest_of_several_silent_ranks_says_it_is_a_choice(tmp_path:
     """huggingface/finetrainers#114's first line: only rank 3's timeout is in the paste; ranks 0-2 printed
     nothing. Rank 0 is named (it validates alone), and the verdict says so rather than implying
     that anything rank 0 printed singled it out."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         "[rank3]:[E1205 04:35:53.584483882 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective "
         "operation timeout: WorkNCCL(SeqNum=3348, OpType=BROADCAST, NumelIn=54607872, NumelOut=54607872, "
@@ -277,13 +265,13 @@ def test_naming_the_lowest_of_several_silent_ranks_says_it_is_a_choice(tmp_path:
 def test_a_rank_tagged_line_is_a_jobs_output(tmp_path: Path, text: str) -> None:
     """A line the job's own machinery tagged with its rank makes the file a job's log: with no
     error it reads as healthy, never "not the output of a training job"."""
-    assert str(_analyze_text(tmp_path, text).category) == "none"
+    assert str(analyze_text(tmp_path, text).category) == "none"
 
 
 def test_an_untagged_numbered_list_is_still_not_a_job(tmp_path: Path) -> None:
     """srun's "3: " label is not taken alone: any numbered list looks the same."""
     with pytest.raises(BundleError):
-        _analyze_text(tmp_path, "0: apples\n1: pears\n")
+        analyze_text(tmp_path, "0: apples\n1: pears\n")
 
 
 _HVD_WARNING = (
@@ -297,7 +285,7 @@ def test_horovods_ready_ranks_name_the_rank_that_never_submitted(tmp_path: Path)
     """horovod/horovod#215 (Horovod <= 0.13): the coordinator lists the ranks that are ready; of
     mpirun's 32, rank 16 is not among them."""
     ready = "21, 25, 26, 27, 28, 29, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 1, 3, 0, 15, 17, 18, 20, 22, 23, 24, 31, 8, 19, 2, 30"
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         "mpirun -np 32 - H s1:4,s2:4,...s8:4 -bind-to none -map-by slot -x LD_LIBRARY_PATH python "
         "keras_imagenet_resnet50.py\n"
@@ -311,7 +299,7 @@ def test_horovods_ready_ranks_name_the_rank_that_never_submitted(tmp_path: Path)
 
 def test_horovods_stalled_ops_line_alone_names_the_missing_rank(tmp_path: Path) -> None:
     """horovod/horovod#530: seven workers, the ready list of each stalled broadcast lacks rank 2."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         "Stalled ops: HorovodBroadcast_InceptionV3_Logits_Conv2d_1c_1x1_weights_0 [ready ranks: 5, 6, 3, 1, 4, 0]。\n",
     )
@@ -321,7 +309,7 @@ def test_horovods_stalled_ops_line_alone_names_the_missing_rank(tmp_path: Path) 
 def test_horovods_missing_ranks_list_below_the_warning(tmp_path: Path) -> None:
     """Horovod 0.20+: a "Missing ranks:" header and one "N: [tensors]" line per missing rank (a real
     TF desync report: rank 0, the coordinator itself, is the one missing)."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         "[2021-02-02 21:19:07.345988: W /tmp/pip-install-dxtho7yu/horovod_0bde588442554cf4b80c76441efc4e03/"
         "horovod/common/stall_inspector.cc:105] " + _HVD_WARNING.format(s=10) + "\n"
@@ -337,7 +325,7 @@ def test_rank0_waiting_alone_is_a_collective_only_it_called(tmp_path: Path) -> N
     """pytorch/pytorch#97066 (kwen2501's hang.py): rank 0 all-reduces what its peers never do and
     times out alone. One rank waiting alone, with no other rank's line, is read as a collective
     only rank 0 called, and the verdict says it rests on the absent lines."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         "[E ProcessGroupNCCL.cpp:464] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
         "OpType=ALLREDUCE, Timeout(ms)=10000) ran for 10917 milliseconds before timing out.\n"
@@ -350,7 +338,7 @@ def test_rank0_waiting_alone_is_a_collective_only_it_called(tmp_path: Path) -> N
 
 def test_a_peer_timing_out_too_keeps_the_hang_reading(tmp_path: Path) -> None:
     """Two ranks waiting is a hang of a third (or of the collective), never rank 0's own branch."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         "[E ProcessGroupNCCL.cpp:464] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
         "OpType=ALLREDUCE, Timeout(ms)=10000) ran for 10917 milliseconds before timing out.\n"
@@ -387,12 +375,12 @@ _STORE_CONNECT = [
 def test_reaching_the_store_failing_at_start_up_is_the_set_up(tmp_path: Path, line: str) -> None:
     """A job that never reached its rendezvous store was set up wrong (endpoint, port, name, firewall),
     as the client socket's own timeout already read; the torch 1.x and 2.x wordings read alike."""
-    v = _analyze_text(tmp_path, line)
+    v = analyze_text(tmp_path, line)
     assert str(v.category) == "configuration"
 
 
 def test_losing_the_store_after_training_began_keeps_the_network_reading(tmp_path: Path) -> None:
-    v = _analyze_text(tmp_path, "[rank1]: step 120 loss 2.3412\n" + _STORE_CONNECT[0])
+    v = analyze_text(tmp_path, "[rank1]: step 120 loss 2.3412\n" + _STORE_CONNECT[0])
     assert str(v.category) == "network"
 
 
@@ -400,7 +388,7 @@ def test_a_programming_error_with_no_traceback_is_a_frameworks_bug_not_the_set_u
     """OpenRLHF/OpenRLHF#101: the strategy class lacked the method its own trainer called (fixed in
     OpenRLHF). A missing attribute is a mistake in code, early or late; with no frame to say whose,
     it is read as the framework's, not as the set-up's."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         "    strategy.save_hf_format(model, tokenizer, args.save_path + '/sft_hf')\n"
         "AttributeError: 'DeepspeedStrategy' object has no attribute 'save_hf_format'\n",
@@ -430,7 +418,7 @@ def test_a_programming_error_with_no_traceback_is_a_frameworks_bug_not_the_set_u
     ],
 )
 def test_whose_code_a_start_up_error_is(tmp_path: Path, text: str, category: str) -> None:
-    assert str(_analyze_text(tmp_path, text).category) == category
+    assert str(analyze_text(tmp_path, text).category) == category
 
 
 def test_a_set_up_failure_on_the_only_rank_in_the_log_names_no_rank(tmp_path: Path) -> None:
@@ -441,15 +429,15 @@ def test_a_set_up_failure_on_the_only_rank_in_the_log_names_no_rank(tmp_path: Pa
         "[rank3]: RuntimeError: Expected to mark a variable ready only once. This error is caused by one of "
         "the following reasons: 1) Use of a module parameter outside the `forward` function.\n"
     )
-    v = _analyze_text(tmp_path, line)
+    v = analyze_text(tmp_path, line)
     assert str(v.category) == "configuration" and v.culprit.ranks == []
     assert "only rank 3 is in the log" in v.summary and "on rank 3" not in v.summary
     # with another rank in the log that went on, the failing rank is the culprit
-    w = _analyze_text(tmp_path, "[rank0]: step 3 loss 2.3412\n" + line)
+    w = analyze_text(tmp_path, "[rank0]: step 3 loss 2.3412\n" + line)
     assert w.culprit.ranks == [3]
     # a mistake in the user's own code after training began may be one rank's (a data-dependent
     # path): the rank keeps its name, as before
-    late = _analyze_text(
+    late = analyze_text(
         tmp_path,
         "[rank3]: step 120 loss 2.3412\n"
         "[rank3]: Traceback (most recent call last):\n"
@@ -460,138 +448,10 @@ def test_a_set_up_failure_on_the_only_rank_in_the_log_names_no_rank(tmp_path: Pa
     assert str(late.category) == "application_error" and late.culprit.ranks == [3]
 
 
-# Rounds 21 to 24 (blind) misread or refused these: each is what its component prints, read as what
-# it says. Rows: the thread, then the text (real lines only), then the category.
-_IN_THEIR_OWN_WORDS = [
-    # pytorch/pytorch#10577: torch.save's own write() on a full disk (torch 1.0.1): the errno's text
-    # is the storage's, even with no training line before it, never the set-up's
-    pytest.param(
-        "Traceback (most recent call last):\n"
-        '  File "train.py", line 250, in <module>\n'
-        '    torch.save(best_model.state_dict(), join(OUTD, "best_model.pt"))\n'
-        '  File "/home/user290/Venvs/pytorch.1.0.1/lib/python3.7/site-packages/torch/serialization.py", line 297, '
-        "in _save\n"
-        "    serialized_storages[key]._write_file(f, _should_read_directly(f))\n"
-        "RuntimeError: write(): fd 29 failed with Input/output error\n",
-        "storage_io",
-        id="torch-save-errno",
-    ),
-    # substratusai/runbooks#92: a pod the kubelet evicted for its own ephemeral-storage limit: a
-    # limit the orchestrator enforced
-    pytest.param(
-        "  Warning  Evicted              109s  kubelet                                Pod ephemeral local storage "
-        "usage exceeds the total limit of containers 5Gi.\n"
-        "  Normal   Killing              109s  kubelet                                Stopping container model\n",
-        "scheduler",
-        id="pod-ephemeral-limit",
-    ),
-    # microsoft/DeepSpeed#697: fp16 scaling at its floor ("from 1 to 1", still overflowing), every
-    # step skipped and nothing raised (DeepSpeed 0.3): never silent
-    pytest.param(
-        "[2021-01-26 22:06:43,568] [INFO] [fused_optimizer.py:314:_update_scale] \n"
-        "Grad overflow on iteration 12\n"
-        "[2021-01-26 22:06:43,569] [INFO] [fused_optimizer.py:316:_update_scale] Reducing dynamic loss scale "
-        "from 1 to 1\n"
-        "[2021-01-26 22:06:43,569] [INFO] [timer.py:166:stop] 0/520, SamplesPerSec=28.292804016474427\n",
-        "numerical",
-        id="scale-at-floor",
-    ),
-    # the same scaler early in a healthy fp16 run (ymcui/Chinese-LLaMA-Alpaca#534), then DeepSpeed's
-    # throughput line from #697: lowering 64 to 32 is fp16 training finding a scale that fits
-    pytest.param(
-        "[2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 "
-        "Skipping step. Attempted loss scale: 64, reducing to 32\n"
-        "[2021-01-26 22:06:43,569] [INFO] [timer.py:166:stop] 0/520, SamplesPerSec=28.292804016474427\n",
-        "none",
-        id="scale-lowered",
-    ),
-    # microsoft/DeepSpeedExamples#444: DeepSpeed-Chat's PPO losses turn inf and training logs on
-    pytest.param(
-        "epoch: 0|step: 3183|ppo_ep: 1|act_loss: 30.921875|cri_loss: 30.515625|unsuper_loss: 0.0\n"
-        "average reward score: -7.80859375\n"
-        "epoch: 0|step: 3184|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0\n"
-        "average reward score: -6.359375\n",
-        "numerical",
-        id="ppo-losses-inf",
-    ),
-    # horovod/horovod#288: a healthy 2-node benchmark's NCCL 2.2 start-up (before NCCL's lines said
-    # "NCCL INFO"); its version banner shows a process that created a communicator: a job's log
-    pytest.param(
-        "C4140-V100-1:340762:340937 [0] INFO NET : Using interface ib0:192.168.11.1<0>\n"
-        "C4140-V100-1:340762:340937 [0] INFO NET/IB : Using interface ib0 for sideband communication\n"
-        "C4140-V100-1:340762:340937 [0] INFO Using internal Network IB\n"
-        "NCCL version 2.2.12+cuda9.0\n",
-        "none",
-        id="nccl-2.2-start-up",
-    ),
-    # NVIDIA/DeepLearningExamples#1092: Tacotron2 on several nodes, each linking its checkpoint to the
-    # same 'last' path; Python's two-path OSError with EEXIST: processes raced on a path (the saving
-    # code's bug), never a set-up to fix, even at start-up
-    pytest.param(
-        "FileExistsError: [Errno 17] File exists: 'checkpoint_Tacotron2_0.pt' -> "
-        "'output/checkpoint_Tacotron2_last.pt' \n",
-        "software_bug",
-        id="rename-race",
-    ),
-    # THUDM/ChatGLM-6B#1203: a ROCm build's allocator, hipified
-    pytest.param(REAL_HIP_OOM + "\n", "gpu_oom", id="hip-oom"),
-    # modelscope/ms-swift#1538: accelerate refusing device_map='auto' under a distributed launch
-    pytest.param(
-        "You can't train a model that has been loaded with `device_map='auto'` in any distributed mode. "
-        "Please rerun your script specifying `--num_processes=1` or by launching with `python {{myscript.py}}`\n",
-        "configuration",
-        id="device-map-auto",
-    ),
-    # NVIDIA/NeMo#10997: Open MPI started by srun without SLURM's PMI
-    pytest.param(
-        'The application appears to have been direct launched using "srun",\n'
-        "but OMPI was not built with SLURM's PMI support and therefore cannot\n"
-        "execute. There are several options for building PMI support under\n",
-        "configuration",
-        id="ompi-without-pmi",
-    ),
-    # NVIDIA/NeMo#14829: srun's task launch failing under --mpi=pmix: no task ran
-    pytest.param(
-        "srun: StepId=<id>.0 aborted before step completely launched.\n"
-        "srun: error: task 0 launch failed: Unspecified error\n",
-        "configuration",
-        id="srun-task-launch",
-    ),
-]
-
-
-@pytest.mark.parametrize(("text", "category"), _IN_THEIR_OWN_WORDS)
-def test_read_as_what_its_component_says(tmp_path: Path, text: str, category: str) -> None:
-    """Each row is a failure (or a healthy run) in the words of the component that printed it; the
-    verdict's category is what those words mean, and none of these names a rank."""
-    v = _analyze_text(tmp_path, text)
-    assert str(v.category) == category
-    assert v.culprit.ranks == []
-
-
-@pytest.mark.parametrize(
-    ("text", "category"),
-    [
-        # a node's own fault at launch (a connection to slurmd) stays the scheduler's; the launch
-        # line's errmsg, not the line, says whose (src/api/step_launch.c's format string with
-        # slurm_strerror's text filled in)
-        pytest.param(
-            "srun: error: task 3 launch failed: Communication connection failure\n",
-            "scheduler",
-            id="launch-node-fault",
-        ),
-    ],
-)
-def test_what_stays_as_it_was(tmp_path: Path, text: str, category: str) -> None:
-    """The launch readings above are narrow: a node's own launch fault keeps the scheduler's
-    reading."""
-    assert str(_analyze_text(tmp_path, text).category) == category
-
-
 def test_a_metric_line_repeated_is_one_process_not_every_rank(tmp_path: Path) -> None:
     """microsoft/DeepSpeedExamples#444: rank 0 logs the PPO losses step after step; two inf lines
     are a time series, not two ranks failing the same way, so the headline claims no rank."""
-    v = _analyze_text(
+    v = analyze_text(
         tmp_path,
         "epoch: 0|step: 3184|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0\n"
         "average reward score: -6.359375\n"
