@@ -175,9 +175,9 @@ def agreement(rows: list[CorpusResult]) -> list[tuple[str, str]]:
         ("the two readers agree on the category", _pct(len(agreed), len(both))),
     ]
     for level in ("high", "medium", "low"):
-        at = [r for r in both if r.second_confidence == level]
-        same = sum(r.second_category == r.truth_category for r in at)
-        out.append((f"  of them, where the second reader is {level}", _pct(same, len(at))))
+        at = sum(r.second_confidence == level for r in both)
+        same = sum(r.second_confidence == level for r in agreed)
+        out.append((f"  of them, where the second reader is {level}", _pct(same, at)))
     out += [
         (
             "the two readers agree on the culprit (first rank, or both none)",
@@ -231,8 +231,9 @@ def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -
     for band, pct in calibration(rows):
         cal.add_row(band, pct)
     con.print(cal)
-    agree = agreement(rows)
-    if any(r.second_category is not None for r in rows):
+    # the two readers' table, where the corpus has second readings
+    agree = agreement(rows) if any(r.second_category is not None for r in rows) else []
+    if agree:
         two = Table(title="two readers of the same thread (cases with a second, independent reading)")
         two.add_column("measure")
         two.add_column("all")
@@ -253,7 +254,7 @@ def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -
         lines += [f"| {k} | {tots['all'][k]} | {tots['dev'][k]} | {tots['held-out'][k]} |" for k in tots["all"]]
         lines += ["", "| confidence | category right |", "|---|---|"]
         lines += [f"| {band} | {pct} |" for band, pct in calibration(rows)]
-        if any(r.second_category is not None for r in rows):
+        if agree:
             lines += ["", "| two readers | all |", "|---|---|"] + [f"| {k} | {v} |" for k, v in agree]
         lines += [
             "",
