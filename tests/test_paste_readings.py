@@ -21,6 +21,20 @@ def test_headless_traceback_keeps_its_frames(tmp_path: Path) -> None:
     assert str(v.category) == "software_bug"
 
 
+def test_programming_error_in_a_library_source_checkout_is_its_bug(tmp_path: Path) -> None:
+    """A library installed editable (``pip install -e``) raises from its ``src/<package>/`` tree,
+    not site-packages (lines from transformers PR #38294); the user's script beside ``src`` keeps
+    the user's reading."""
+    tail = (
+        "[rank1]:     index = current_device.current_device() if device_type != \"cpu\" else None\n"
+        "[rank1]: UnboundLocalError: local variable 'current_device' referenced before assignment\n"
+    )
+    library = '[rank1]:   File "/home/marc/transformers/src/transformers/integrations/tensor_parallel.py", line 79, in f\n'
+    script = '[rank1]:   File "/home/marc/project/src/train.py", line 79, in f\n'
+    assert str(analyze_text(tmp_path, library + tail).category) == "software_bug"
+    assert str(analyze_text(tmp_path, script + tail, "script.txt").category) == "application_error"
+
+
 def test_ray_labelled_traceback_keeps_its_frames(tmp_path: Path) -> None:
     """Ray's log monitor puts "(Actor pid=N) " before each line and drops the frames' indentation
     (lines from OpenRLHF#922): the frames are the lines with the exception line's own label."""

@@ -115,6 +115,10 @@ PROGRAMMING_ERRORS = frozenset(
 )
 # Where installed packages live: a frame there is a library's code, not the user's script.
 _LIBRARY_PATH = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<package>[^/\\]+)")
+# A library's own source checkout, installed editable (``pip install -e``): PyPA's "src layout"
+# puts the import package under ``src/`` (``transformers/src/transformers/trainer.py``). A training
+# script sits beside ``src``, not inside a package under it.
+_SOURCE_CHECKOUT = re.compile(r"[/\\]src[/\\](?P<package>[A-Za-z_]\w*)[/\\]")
 _FRAME_FILE = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
 GENERIC_EXCEPTION = "python.exception"
 
@@ -180,7 +184,7 @@ def raise_site(root: Event) -> str | None:
     paths = [m["path"] for m in map(_FRAME_FILE.match, root.context) if m]
     if not paths:
         return None
-    lib = _LIBRARY_PATH.search(paths[-1])
+    lib = _LIBRARY_PATH.search(paths[-1]) or _SOURCE_CHECKOUT.search(paths[-1])
     return lib["package"].removesuffix(".py") if lib else None
 
 
