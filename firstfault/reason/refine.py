@@ -117,7 +117,9 @@ PROGRAMMING_ERRORS = frozenset(
 _LIBRARY_PATH = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<package>[^/\\]+)")
 # A library's own source checkout, installed editable (``pip install -e``): PyPA's "src layout"
 # puts the import package under ``src/`` (``transformers/src/transformers/trainer.py``). A training
-# script sits beside ``src``, not inside a package under it.
+# script sits beside ``src``, not inside a package under it. A user's own project laid out the same
+# way reads as a library too: the frameworks people run from a checkout (LLaMA-Factory, verl,
+# transformers) use this layout far more often than training scripts do (docs/accuracy.md).
 _SOURCE_CHECKOUT = re.compile(r"[/\\]src[/\\](?P<package>[A-Za-z_]\w*)[/\\]")
 _FRAME_FILE = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
 GENERIC_EXCEPTION = "python.exception"
