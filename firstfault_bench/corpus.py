@@ -23,6 +23,7 @@ ceiling the corpus itself puts on any score (``agreement``).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 import tomllib
@@ -198,6 +199,22 @@ def agreement(rows: list[CorpusResult]) -> list[tuple[str, str]]:
     return out
 
 
+def agreed_rows(rows: list[CorpusResult]) -> list[CorpusResult]:
+    """The failed cases whose two readings agree on the category, with the culprit scored only
+    where they also agree on it (the same first rank, or both none).
+
+    A label one reader gives and another does not is a coin the log cannot call; scores on the
+    labels two readers share are what a log reader can be held to.
+    """
+    out = []
+    for r in rows:
+        if r.second_category is None or r.second_category != r.truth_category:
+            continue
+        same_culprit = (r.second_ranks or [])[:1] == r.truth_ranks[:1]
+        out.append(dataclasses.replace(r, culprit_known=r.culprit_known and same_culprit))
+    return out
+
+
 def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -> list[CorpusResult]:
     rows = [evaluate_case(c) for c in corpus_cases(root)]
     con = Console()
@@ -225,6 +242,17 @@ def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -
     for key in tots["all"]:
         s.add_row(key, *(tots[k][key] for k in ("all", "dev", "held-out")))
     con.print(s)
+    # the same measures on the labels two readers share (failed cases only: healthy ones were not read twice)
+    shared = {k: totals(agreed_rows(v)) for k, v in parts.items()}
+    if any(r.second_category is not None for r in rows):
+        a = Table(title="on the labels two readers agree on (failed cases read twice)")
+        a.add_column("measure")
+        for split in ("all", "dev", "held-out"):
+            a.add_column(split)
+        for key in shared["all"]:
+            if key != "healthy flagged":
+                a.add_row(key, *(shared[k][key] for k in ("all", "dev", "held-out")))
+        con.print(a)
     cal = Table(title="category right, by the verdict's confidence (refusals left out)")
     cal.add_column("confidence")
     cal.add_column("category right")
@@ -256,6 +284,12 @@ def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -
         lines += [f"| {band} | {pct} |" for band, pct in calibration(rows)]
         if agree:
             lines += ["", "| two readers | all |", "|---|---|"] + [f"| {k} | {v} |" for k, v in agree]
+            lines += ["", "| on the labels two readers agree on | all | dev | held-out |", "|---|---|---|---|"]
+            lines += [
+                f"| {k} | {shared['all'][k]} | {shared['dev'][k]} | {shared['held-out'][k]} |"
+                for k in shared["all"]
+                if k != "healthy flagged"
+            ]
         lines += [
             "",
             "| case | split | label | firstfault | culprit label | culprit firstfault |",

@@ -91,6 +91,36 @@ def test_agreement_counts_two_readers_and_firstfault_against_each(tmp_path: Path
     assert either == first or first == "0/2 (0%)"
 
 
+def test_agreed_rows_keep_the_labels_two_readers_share(tmp_path: Path) -> None:
+    """Scores on shared labels: a case whose readers differ on the category is left out, and the
+    culprit is scored only where they name the same first rank (or both none)."""
+    from firstfault_bench.corpus import agreed_rows, evaluate_case
+
+    src = next(c for c in CASES if tomllib.loads((c / "label.toml").read_text(encoding="utf-8"))["outcome"] == "failed")
+    label = tomllib.loads((src / "label.toml").read_text(encoding="utf-8"))
+    other = "hang" if label["category"] != "hang" else "numerical"
+    first_rank = (label["culprit_ranks"] or [None])[0]
+    differing = "[]" if first_rank is not None else "[5]"
+    for name, cat, ranks in (
+        ("a", None, ""),
+        ("b", label["category"], str(label["culprit_ranks"][:1])),
+        ("c", other, "[]"),
+        ("d", label["category"], differing),
+    ):
+        case = tmp_path / name
+        case.mkdir()
+        (case / "log.txt").write_bytes((src / "log.txt").read_bytes())
+        (case / "label.toml").write_bytes((src / "label.toml").read_bytes())
+        if cat is not None:
+            (case / "second_reading.toml").write_text(
+                f'category = "{cat}"\nculprit_ranks = {ranks}\nlabel_confidence = "high"\nrationale = "test"\n'
+            )
+    rows = agreed_rows([evaluate_case(tmp_path / n) for n in "abcd"])
+    assert [r.name for r in rows] == ["b", "d"]
+    assert rows[0].culprit_known == evaluate_case(src).culprit_known
+    assert not rows[1].culprit_known
+
+
 def test_every_case_is_analysed_and_accuracy_holds() -> None:
     from firstfault_bench.corpus import evaluate_case
 
