@@ -215,90 +215,102 @@ def agreed_rows(rows: list[CorpusResult]) -> list[CorpusResult]:
     return out
 
 
+SPLITS = ("all", "dev", "held-out")
+
+
+def _split_table(title: str, measures: dict[str, dict[str, str]], skip: tuple[str, ...] = ()) -> Table:
+    """One row per measure, one column per split (all, development, held out)."""
+    t = Table(title=title)
+    t.add_column("measure")
+    for split in SPLITS:
+        t.add_column(split)
+    for key in measures["all"]:
+        if key not in skip:
+            t.add_row(key, *(measures[k][key] for k in SPLITS))
+    return t
+
+
+def _split_markdown(head: str, measures: dict[str, dict[str, str]], skip: tuple[str, ...] = ()) -> list[str]:
+    lines = [f"| {head} | all | dev | held-out |", "|---|---|---|---|"]
+    return lines + [f"| {k} | {' | '.join(measures[s][k] for s in SPLITS)} |" for k in measures["all"] if k not in skip]
+
+
+def _case_table(root: Path, rows: list[CorpusResult]) -> Table:
+    t = Table(title=f"corpus: {root}")
+    for col in ("case", "split", "truth", "firstfault", "culprit", "summary"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        truth = r.truth_category + (f" r{r.truth_ranks[0]}" if r.truth_ranks else "")
+        mark = "✓" if r.category_ok else "✗"
+        cmark = ("✓" if r.culprit_ok else "✗") if r.culprit_scored else "·"
+        got = ",".join(map(str, r.ranks[:3])) or "-"
+        t.add_row(r.name, r.split, truth, f"{mark} {r.category}", f"{cmark} {got}", (r.summary or r.error)[:90])
+    return t
+
+
+def _two_column(title: str, head: tuple[str, str], rows: list[tuple[str, str]]) -> Table:
+    t = Table(title=title)
+    t.add_column(head[0])
+    t.add_column(head[1])
+    for a, b in rows:
+        t.add_row(a, b)
+    return t
+
+
 def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -> list[CorpusResult]:
     rows = [evaluate_case(c) for c in corpus_cases(root)]
     con = Console()
     if verbose:
-        t = Table(title=f"corpus: {root}")
-        for col in ("case", "split", "truth", "firstfault", "culprit", "summary"):
-            t.add_column(col, overflow="fold")
-        for r in rows:
-            truth = r.truth_category + (f" r{r.truth_ranks[0]}" if r.truth_ranks else "")
-            mark = "✓" if r.category_ok else "✗"
-            cmark = ("✓" if r.culprit_ok else "✗") if r.culprit_scored else "·"
-            got = ",".join(map(str, r.ranks[:3])) or "-"
-            t.add_row(r.name, r.split, truth, f"{mark} {r.category}", f"{cmark} {got}", (r.summary or r.error)[:90])
-        con.print(t)
-    s = Table(title="totals")
-    s.add_column("measure")
-    for split in ("all", "dev", "held-out"):
-        s.add_column(split)
+        con.print(_case_table(root, rows))
     parts = {
         "all": rows,
         "dev": [r for r in rows if r.split == "dev"],
         "held-out": [r for r in rows if r.split != "dev"],
     }
     tots = {k: totals(v) for k, v in parts.items()}
-    for key in tots["all"]:
-        s.add_row(key, *(tots[k][key] for k in ("all", "dev", "held-out")))
-    con.print(s)
+    con.print(_split_table("totals", tots))
     # the same measures on the labels two readers share (failed cases only: healthy ones were not read twice)
+    read_twice = any(r.second_category is not None for r in rows)
     shared = {k: totals(agreed_rows(v)) for k, v in parts.items()}
-    if any(r.second_category is not None for r in rows):
-        a = Table(title="on the labels two readers agree on (failed cases read twice)")
-        a.add_column("measure")
-        for split in ("all", "dev", "held-out"):
-            a.add_column(split)
-        for key in shared["all"]:
-            if key != "healthy flagged":
-                a.add_row(key, *(shared[k][key] for k in ("all", "dev", "held-out")))
-        con.print(a)
-    cal = Table(title="category right, by the verdict's confidence (refusals left out)")
-    cal.add_column("confidence")
-    cal.add_column("category right")
-    for band, pct in calibration(rows):
-        cal.add_row(band, pct)
-    con.print(cal)
-    # the two readers' table, where the corpus has second readings
-    agree = agreement(rows) if any(r.second_category is not None for r in rows) else []
+    only_failed = ("healthy flagged",)
+    if read_twice:
+        con.print(_split_table("on the labels two readers agree on (failed cases read twice)", shared, only_failed))
+    cal = calibration(rows)
+    con.print(
+        _two_column(
+            "category right, by the verdict's confidence (refusals left out)", ("confidence", "category right"), cal
+        )
+    )
+    agree = agreement(rows) if read_twice else []
     if agree:
-        two = Table(title="two readers of the same thread (cases with a second, independent reading)")
-        two.add_column("measure")
-        two.add_column("all")
-        for name, val in agree:
-            two.add_row(name, val)
-        con.print(two)
+        con.print(
+            _two_column(
+                "two readers of the same thread (cases with a second, independent reading)", ("measure", "all"), agree
+            )
+        )
     conf = Counter((r.truth_category, r.category) for r in rows if not r.category_ok)
     if conf:
         c = Table(title="category misses (label -> firstfault)")
-        c.add_column("label")
-        c.add_column("firstfault")
-        c.add_column("n")
+        for col in ("label", "firstfault", "n"):
+            c.add_column(col)
         for (a, b), n in conf.most_common():
             c.add_row(a, b, str(n))
         con.print(c)
-    if markdown is not None:
-        lines = ["| measure | all | dev | held-out |", "|---|---|---|---|"]
-        lines += [f"| {k} | {tots['all'][k]} | {tots['dev'][k]} | {tots['held-out'][k]} |" for k in tots["all"]]
-        lines += ["", "| confidence | category right |", "|---|---|"]
-        lines += [f"| {band} | {pct} |" for band, pct in calibration(rows)]
-        if agree:
-            lines += ["", "| two readers | all |", "|---|---|"] + [f"| {k} | {v} |" for k, v in agree]
-            lines += ["", "| on the labels two readers agree on | all | dev | held-out |", "|---|---|---|---|"]
-            lines += [
-                f"| {k} | {shared['all'][k]} | {shared['dev'][k]} | {shared['held-out'][k]} |"
-                for k in shared["all"]
-                if k != "healthy flagged"
-            ]
-        lines += [
-            "",
-            "| case | split | label | firstfault | culprit label | culprit firstfault |",
-            "|---|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {r.name} | {r.split} | {r.truth_category} | {r.category} "
-            f"| {r.truth_ranks or '-'} | {r.ranks[:3] or '-'} |"
-            for r in rows
-        ]
-        markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if markdown is None:
+        return rows
+    lines = _split_markdown("measure", tots)
+    lines += ["", "| confidence | category right |", "|---|---|"] + [f"| {band} | {pct} |" for band, pct in cal]
+    if agree:
+        lines += ["", "| two readers | all |", "|---|---|"] + [f"| {k} | {v} |" for k, v in agree]
+        lines += ["", *_split_markdown("on the labels two readers agree on", shared, only_failed)]
+    lines += [
+        "",
+        "| case | split | label | firstfault | culprit label | culprit firstfault |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r.name} | {r.split} | {r.truth_category} | {r.category} | {r.truth_ranks or '-'} | {r.ranks[:3] or '-'} |"
+        for r in rows
+    ]
+    markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return rows
