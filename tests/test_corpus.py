@@ -144,3 +144,28 @@ def test_every_case_is_analysed_and_accuracy_holds() -> None:
     unsure = [r.category_ok for r in answered if lo[0] <= r.confidence < lo[1]]
     sure = [r.category_ok for r in answered if hi[0] <= r.confidence < hi[1]]
     assert unsure and sure and sum(sure) / len(sure) > sum(unsure) / len(unsure)
+
+
+def test_run_corpus_prints_and_writes_every_table(tmp_path: Path) -> None:
+    """`bench accuracy --corpus DIR --markdown F`: the totals, the shared-label scores, the
+    calibration and the two readers' table, then one row per case."""
+    from firstfault_bench.corpus import run_corpus
+
+    read_twice = [c for c in CASES if (c / "second_reading.toml").exists()][:2]
+    root = tmp_path / "threads"
+    for src in [*read_twice, CASES[0]]:
+        case = root / src.name
+        case.mkdir(parents=True, exist_ok=True)
+        for f in src.iterdir():
+            (case / f.name).write_bytes(f.read_bytes())
+    md = tmp_path / "corpus.md"
+    rows = run_corpus(root, markdown=md, verbose=False)
+    text = md.read_text(encoding="utf-8")
+    assert len(rows) == len(list(root.iterdir()))
+    for head in (
+        "| measure | all | dev | held-out |",
+        "| two readers | all |",
+        "| on the labels two readers agree on |",
+    ):
+        assert head in text
+    assert all(f"| {r.name} | {r.split} |" in text for r in rows)
