@@ -26,10 +26,12 @@ def test_programming_error_in_a_library_source_checkout_is_its_bug(tmp_path: Pat
     not site-packages (lines from transformers PR #38294); the user's script beside ``src`` keeps
     the user's reading."""
     tail = (
-        "[rank1]:     index = current_device.current_device() if device_type != \"cpu\" else None\n"
+        '[rank1]:     index = current_device.current_device() if device_type != "cpu" else None\n'
         "[rank1]: UnboundLocalError: local variable 'current_device' referenced before assignment\n"
     )
-    library = '[rank1]:   File "/home/marc/transformers/src/transformers/integrations/tensor_parallel.py", line 79, in f\n'
+    library = (
+        '[rank1]:   File "/home/marc/transformers/src/transformers/integrations/tensor_parallel.py", line 79, in f\n'
+    )
     script = '[rank1]:   File "/home/marc/project/src/train.py", line 79, in f\n'
     assert str(analyze_text(tmp_path, library + tail).category) == "software_bug"
     assert str(analyze_text(tmp_path, script + tail, "script.txt").category) == "application_error"
@@ -150,6 +152,17 @@ def test_healthy_benchmarks_are_healthy(tmp_path: Path) -> None:
         "node-0:1:1 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]\n"
     )
     assert str(analyze(log).category) == "none"
+
+
+def test_tensorflows_warning_inside_a_keras_bar_is_no_error(tmp_path: Path) -> None:
+    """TensorFlow's C++ log prefix ("<time>.<micros>: W file:line] ") says its severity, wherever
+    Keras printed it on the line (tensorflow/tensorflow#33809); its "E" form stays an error."""
+    bar = "999/1000 [============================>.] - ETA: 0s - loss: 83.1715 - accuracy: 0.0000e+00"
+    prefix = "2019-11-13 21:28:58.423118: {} tensorflow/core/grappler/optimizers/implementation_selector.cc:310] "
+    msg = "Skipping optimization due to error while loading function libraries: Invalid argument"
+    done = "\n1000/1000 [==============================] - 133s 133ms/step - loss: 83.1631\nEpoch 2/150\n"
+    assert str(analyze_text(tmp_path, bar + prefix.format("W") + msg + done).category) == "none"
+    assert str(analyze_text(tmp_path, bar + prefix.format("E") + msg + done, "e.txt").category) != "none"
 
 
 CORPUS = Path(__file__).parent.parent / "corpus" / "threads"

@@ -65,6 +65,10 @@ _NOT_AN_ERROR = re.compile(
     r"(?:\b[A-Z][a-z]*Warning\b|\bwarnings\.warn\b|^\s*\[?W\d{4} |^\[W |\bWARN(?:ING)?\b(?!.*\b(?:ERROR|FATAL)\b)"
     r"|^\s*[Ww]arning: "  # gdb's, gcc's, a shell tool's own warning ("warning: Cuda API error detected: ...")
     r"|\bNCCL INFO\b|(?:^|[\s|\]-])INFO(?:[\s:|\]-]|$)|^\s*\[?I\d{4} |^\[I |\bDEBUG\b"
+    # TensorFlow's C++ log prefix (tensorflow/core/platform/default/logging.cc: time to the
+    # microsecond, then the severity letter of "IWEF"), "2019-11-13 21:28:58.423118: W tensorflow/...":
+    # at any column, since Keras prints it into its progress bar's line (paths are blanked by then)
+    r"|\d\d:\d\d:\d\d\.\d{6}: [IW] "
     r"|\b(?:no|0|zero|without) (?:errors?|failures?)\b|\b(?:errors?|failures?|failed)\s*[=:]\s*0\b"
     r"|\b0 failed\b|\bif (?:it |this )?fails\b)"
 )
