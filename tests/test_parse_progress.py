@@ -7,9 +7,23 @@ matter as much as the markers.
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import pytest
 
-from firstfault.parse.progress import TRAINING_MARKER, match_progress, own_ms
+from firstfault.parse.progress import (
+    SETUP_BAR,
+    TRAINING_LITERALS,
+    TRAINING_MARKER,
+    match_progress,
+    own_ms,
+    training_line,
+)
+from firstfault.vocab.identity import strip_prefixes
+
+# Trainers' own progress lines, each with the source that prints it (tests/fixtures/progress_lines.toml)
+MINED = tomllib.loads((Path(__file__).parent / "fixtures" / "progress_lines.toml").read_text(encoding="utf-8"))["line"]
 
 
 @pytest.mark.parametrize(
@@ -46,10 +60,23 @@ def test_training_markers(line: str) -> None:
         "Test:  [ 10/157]  eta: 0:00:20  loss_x: 0.7  time: 0.1290  data: 0.0021",  # MetricLogger's evaluation
         # nccl-tests' header (NVIDIA/nccl#473): the size increment, before any collective ran
         "# nThread 1 nGpus 4 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 validation: 1",
+        # a configuration printed before any step: loss settings are not a loss's value
+        "moe_aux_loss_coeff: 0.01, loss_weight=1.0, label_smoothing: 0.1",
     ],
 )
 def test_not_training_markers(line: str) -> None:
     assert not TRAINING_MARKER.search(line), line
+
+
+@pytest.mark.parametrize("entry", MINED, ids=[f"{i}-{e['framework'][:40]}" for i, e in enumerate(MINED)])
+def test_trainers_own_progress_lines_show_training(entry: dict[str, str]) -> None:
+    """Every trainer's progress line in the mined table reads as training under way (and passes
+    the byte prefilter that decides whether a line is looked at at all)."""
+    line = entry["example"]
+    assert entry["source"] and entry["example_origin"]
+    text = strip_prefixes(line)[0]
+    assert any(lit in line for lit in TRAINING_LITERALS), line
+    assert training_line(text) and not SETUP_BAR.search(text), line
 
 
 def test_own_compute_time_beats_the_step_time() -> None:
@@ -68,6 +95,4 @@ def test_own_compute_time_beats_the_step_time() -> None:
     ],
 )
 def test_set_up_bars_are_not_training(line: str) -> None:
-    from firstfault.parse.progress import SETUP_BAR
-
     assert SETUP_BAR.search(line), line

@@ -39,16 +39,26 @@ STEP_OF_TOTAL = re.compile(r"(?<![-\w])(?:[Ss]tep|[Ii]ter(?:ation)?)\s*[:=]?\s*(
 # failure before training from one during it (``reason.configuration``), never to count steps.
 # A count followed by "(" is not a step: nccl-tests' header (src/common.cu) prints its size
 # increment as "step: 2(factor)" or "step: 1048576(bytes)" before any collective has run.
+# Mined from the trainers' own printing (docs/signatures.md, "Training under way"): a metric named
+# for a loss ("act_loss=-0.0123" OpenRLHF, "avr_loss=nan" sd-scripts, "step_loss=0.08" diffusers,
+# "train/CrossEntropyLoss=12.18" OLMo, fairseq's JSON '"loss": "16.446"' and '"epoch": 1'); tqdm's
+# rate followed by its postfix ("1.20s/it, avr_loss=nan]"); Chainer's ProgressBar
+# (chainer/training/extensions/progress_bar.py, ESPnet1's trainer) "100 iter, 0 epoch / 100 epochs";
+# Composer's ConsoleLogger "[batch=10/100]:".
 TRAINING_MARKER = re.compile(
     r"(?:(?<![-\w])(?:global_)?(?:[Ss]tep|[Ii]ter(?:ation)?|[Ee]poch)\s*#?[:=]?\s*\d+(?![.\d(])\s*(?:/\s*\d+)?"
     r"|(?<![-\w])(?:Epoch|Iter)(?:\(train\))?\s*\[\s*\d+\s*(?:\]\[\s*\d+\s*)?/\s*\d+\]"
     r"|(?<![-\w])Epoch:\s*\[\d+\]\s+\[\s*\d+\s*/\s*\d+\]"
     r"|(?i:\b(?:lm |train(?:ing)?[ _/])?loss['\"]?\s*[:=|]?\s*(?:tensor\()?[-+]?(?:\d+\.\d+(?:e[-+]?\d+)?|nan|inf)\b)"
-    r"|\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)\])"
+    r"|(?<![-\w])\w*(?i:loss)['\"]?\s*[:=]\s*['\"]?[-+]?(?:\d+\.\d+(?:[eE][-+]?\d+)?|nan|inf)\b"
+    r"|(?<![-\w])[Ee]poch['\"]\s*:\s*\d+"
+    r"|\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)(?:,[^\]\n]*)?\]"
+    r"|\d+ iter, \d+ epoch / \d+ epochs|\[batch=\d+/\d+\])"
 )
 # A throughput, apart: searched only on a line holding "/s" (most lines do not), so the marker
 # above stays one cheap scan for the lines that hold a step or loss word
-RATE_UNITS = ("images", "img", "samples", "tokens", "tok", "sequences", "seqs")
+# (+ Chainer's "4.0445 iters/sec" and TF Estimator's StepCounterHook "global_step/sec: 0.80")
+RATE_UNITS = ("images", "img", "samples", "tokens", "tok", "sequences", "seqs", "iters", "global_step")
 _UNIT = "|".join(RATE_UNITS)
 # DeepSpeed's ThroughputTimer (deepspeed/utils/timer.py), every steps_per_print steps of training:
 # "0/2650, SamplesPerSec=13.19" (older releases), "RunningAvgSamplesPerSec=..., CurrSamplesPerSec=..."
@@ -87,6 +97,7 @@ TRAINING_LITERALS = (
     "it/s",
     "s/it",
     "SamplesPerSec",
+    "[batch=",
     *(f"{unit}/s" for unit in RATE_UNITS),
 )  # "STEP 9.0": SLURM's
 
