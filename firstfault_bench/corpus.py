@@ -204,7 +204,8 @@ def agreed_rows(rows: list[CorpusResult]) -> list[CorpusResult]:
     where they also agree on it (the same first rank, or both none).
 
     A label one reader gives and another does not is a coin the log cannot call; scores on the
-    labels two readers share are what a log reader can be held to.
+    labels two readers share are what a log reader can be held to. A second reading has no
+    "culprit unknown" of its own: an empty list is read as "names none", as in :func:`agreement`.
     """
     out = []
     for r in rows:
@@ -282,7 +283,7 @@ def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -
         )
     )
     agree = agreement(rows) if read_twice else []
-    if agree:
+    if read_twice:
         con.print(
             _two_column(
                 "two readers of the same thread (cases with a second, independent reading)", ("measure", "all"), agree
@@ -300,7 +301,7 @@ def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -
         return rows
     lines = _split_markdown("measure", tots)
     lines += ["", "| confidence | category right |", "|---|---|"] + [f"| {band} | {pct} |" for band, pct in cal]
-    if agree:
+    if read_twice:
         lines += ["", "| two readers | all |", "|---|---|"] + [f"| {k} | {v} |" for k, v in agree]
         lines += ["", *_split_markdown("on the labels two readers agree on", shared, only_failed)]
     lines += [

@@ -96,16 +96,17 @@ def test_agreed_rows_keep_the_labels_two_readers_share(tmp_path: Path) -> None:
     culprit is scored only where they name the same first rank (or both none)."""
     from firstfault_bench.corpus import agreed_rows, evaluate_case
 
-    src = next(c for c in CASES if tomllib.loads((c / "label.toml").read_text(encoding="utf-8"))["outcome"] == "failed")
+    # a case whose label names a culprit rank, so that a second reader can name another one
+    src = next(c for c in CASES if tomllib.loads((c / "label.toml").read_text(encoding="utf-8"))["culprit_ranks"])
     label = tomllib.loads((src / "label.toml").read_text(encoding="utf-8"))
     other = "hang" if label["category"] != "hang" else "numerical"
-    first_rank = (label["culprit_ranks"] or [None])[0]
-    differing = "[]" if first_rank is not None else "[5]"
+    first_rank = label["culprit_ranks"][0]
     for name, cat, ranks in (
         ("a", None, ""),
-        ("b", label["category"], str(label["culprit_ranks"][:1])),
+        ("b", label["category"], f"[{first_rank}]"),
         ("c", other, "[]"),
-        ("d", label["category"], differing),
+        ("d", label["category"], f"[{first_rank + 1}]"),  # same category, another first rank
+        ("e", label["category"], "[]"),  # same category, no rank named
     ):
         case = tmp_path / name
         case.mkdir()
@@ -115,10 +116,10 @@ def test_agreed_rows_keep_the_labels_two_readers_share(tmp_path: Path) -> None:
             (case / "second_reading.toml").write_text(
                 f'category = "{cat}"\nculprit_ranks = {ranks}\nlabel_confidence = "high"\nrationale = "test"\n'
             )
-    rows = agreed_rows([evaluate_case(tmp_path / n) for n in "abcd"])
-    assert [r.name for r in rows] == ["b", "d"]
+    rows = agreed_rows([evaluate_case(tmp_path / n) for n in "abcde"])
+    assert [r.name for r in rows] == ["b", "d", "e"]
     assert rows[0].culprit_known == evaluate_case(src).culprit_known
-    assert not rows[1].culprit_known
+    assert not rows[1].culprit_known and not rows[2].culprit_known
 
 
 def test_every_case_is_analysed_and_accuracy_holds() -> None:

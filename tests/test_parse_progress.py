@@ -62,6 +62,12 @@ def test_training_markers(line: str) -> None:
         "# nThread 1 nGpus 4 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 validation: 1",
         # a configuration printed before any step: loss settings are not a loss's value
         "moe_aux_loss_coeff: 0.01, loss_weight=1.0, label_smoothing: 0.1",
+        "Namespace(aux_loss=0.01, lr=0.1)",
+        "z_loss=0.0001, router_z_loss: 0.001, reg_loss=0.0, ppo_loss: 0.0",
+        "best_loss = inf, min_loss=inf",
+        "{'epoch': 3, 'model': 'resnet50'}",  # a checkpoint's metadata: a whole epoch, not the Trainer's fraction
+        # vLLM's generation bar: tqdm's rate, but its postfix holds no "key=value" pair
+        "Processed prompts: 100%|██████████| 8/8 [00:03<00:00,  2.10it/s, est. speed input: 100.00 toks/s, output: 50.00 toks/s]",
     ],
 )
 def test_not_training_markers(line: str) -> None:

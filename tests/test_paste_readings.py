@@ -23,8 +23,8 @@ def test_headless_traceback_keeps_its_frames(tmp_path: Path) -> None:
 
 def test_programming_error_in_a_library_source_checkout_is_its_bug(tmp_path: Path) -> None:
     """A library installed editable (``pip install -e``) raises from its ``src/<package>/`` tree,
-    not site-packages (lines from transformers PR #38294); the user's script beside ``src`` keeps
-    the user's reading."""
+    not site-packages, named as its project is (lines from transformers PR #38294); the user's own
+    code under another ``src/`` keeps the user's reading."""
     tail = (
         '[rank1]:     index = current_device.current_device() if device_type != "cpu" else None\n'
         "[rank1]: UnboundLocalError: local variable 'current_device' referenced before assignment\n"
@@ -32,9 +32,11 @@ def test_programming_error_in_a_library_source_checkout_is_its_bug(tmp_path: Pat
     library = (
         '[rank1]:   File "/home/marc/transformers/src/transformers/integrations/tensor_parallel.py", line 79, in f\n'
     )
-    script = '[rank1]:   File "/home/marc/project/src/train.py", line 79, in f\n'
     assert str(analyze_text(tmp_path, library + tail).category) == "software_bug"
-    assert str(analyze_text(tmp_path, script + tail, "script.txt").category) == "application_error"
+    # the user's own code under a src/: beside it, in Docker's /usr/src/app, in a template's src/models
+    for i, path in enumerate(("/home/marc/project/src/train.py", "/usr/src/app/train.py", "/w/tmpl/src/models/m.py")):
+        script = f'[rank1]:   File "{path}", line 79, in f\n'
+        assert str(analyze_text(tmp_path, script + tail, f"script{i}.txt").category) == "application_error", path
 
 
 def test_ray_labelled_traceback_keeps_its_frames(tmp_path: Path) -> None:
@@ -57,7 +59,7 @@ def test_ray_labelled_traceback_keeps_its_frames(tmp_path: Path) -> None:
     assert v.root_event.context[0].startswith('File "~/.virtualenvs/x/lib/python3.12/site-packages/openrlhf')
     assert not any("vllm/worker" in line for line in v.root_event.context)
     assert str(v.category) == "software_bug"
-    assert any("installed package vllm" in r for r in v.reasons)
+    assert any("inside the library vllm" in r for r in v.reasons)
 
 
 def test_a_ranks_earlier_lines_are_not_its_frames(tmp_path: Path) -> None:
@@ -154,6 +156,20 @@ def test_healthy_benchmarks_are_healthy(tmp_path: Path) -> None:
     assert str(analyze(log).category) == "none"
 
 
+def test_a_ray_task_oom_is_the_gpus_unless_rays_memory_monitor_killed_it(tmp_path: Path) -> None:
+    """Ray re-raises a task's OutOfMemoryError under a class named for it (NVIDIA-NeMo/RL#3793):
+    torch's GPU OOM, unless the traceback goes on with Ray's memory monitor (the node's RAM)."""
+    head = (
+        "ray.exceptions.RayTaskError(OutOfMemoryError): ray::DTensorPolicyWorkerV2.get_logprobs() "
+        "(pid=2671339, ip=10.65.16.209, actor_id=d5836b60449efbd220b3c2f406000000, repr=DTensorPolicyWorkerV2[rank=0])\n"
+    )
+    assert str(analyze_text(tmp_path, head).category) == "gpu_oom"
+    monitor = "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+    v = analyze_text(tmp_path, head + '  File "/w/x.py", line 1, in f\n' + monitor, "host.txt")
+    assert str(v.category) == "host_oom"
+    assert any("memory monitor" in r for r in v.reasons)
+
+
 def test_tensorflows_warning_inside_a_keras_bar_is_no_error(tmp_path: Path) -> None:
     """TensorFlow's C++ log prefix ("<time>.<micros>: W file:line] ") says its severity, wherever
     Keras printed it on the line (tensorflow/tensorflow#33809); its "E" form stays an error."""
@@ -163,6 +179,10 @@ def test_tensorflows_warning_inside_a_keras_bar_is_no_error(tmp_path: Path) -> N
     done = "\n1000/1000 [==============================] - 133s 133ms/step - loss: 83.1631\nEpoch 2/150\n"
     assert str(analyze_text(tmp_path, bar + prefix.format("W") + msg + done).category) == "none"
     assert str(analyze_text(tmp_path, bar + prefix.format("E") + msg + done, "e.txt").category) != "none"
+    # a failing op is logged at W as well, and that is an error (TF's OP_REQUIRES)
+    op = prefix.format("W").replace("grappler/optimizers/implementation_selector.cc:310", "framework/op_kernel.cc:1753")
+    failed = op + "OP_REQUIRES failed at save_restore_v2_ops.cc:109 : Permission denied: /ckpt/model; Permission denied"
+    assert str(analyze_text(tmp_path, bar + failed + done, "op.txt").category) != "none"
 
 
 CORPUS = Path(__file__).parent.parent / "corpus" / "threads"

@@ -67,8 +67,10 @@ _NOT_AN_ERROR = re.compile(
     r"|\bNCCL INFO\b|(?:^|[\s|\]-])INFO(?:[\s:|\]-]|$)|^\s*\[?I\d{4} |^\[I |\bDEBUG\b"
     # TensorFlow's C++ log prefix (tensorflow/core/platform/default/logging.cc: time to the
     # microsecond, then the severity letter of "IWEF"), "2019-11-13 21:28:58.423118: W tensorflow/...":
-    # at any column, since Keras prints it into its progress bar's line (paths are blanked by then)
-    r"|\d\d:\d\d:\d\d\.\d{6}: [IW] "
+    # at any column, since Keras prints it into its progress bar's line (paths are blanked by then).
+    # A failing op is logged at W too ("OP_REQUIRES failed at conv_ops.cc:539 : Resource exhausted"):
+    # that one is an error
+    r"|\d\d:\d\d:\d\d\.\d{6}: [IW] (?!.*\bOP_REQUIRES failed)"
     r"|\b(?:no|0|zero|without) (?:errors?|failures?)\b|\b(?:errors?|failures?|failed)\s*[=:]\s*0\b"
     r"|\b0 failed\b|\bif (?:it |this )?fails\b)"
 )

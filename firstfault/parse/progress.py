@@ -39,21 +39,23 @@ STEP_OF_TOTAL = re.compile(r"(?<![-\w])(?:[Ss]tep|[Ii]ter(?:ation)?)\s*[:=]?\s*(
 # failure before training from one during it (``reason.configuration``), never to count steps.
 # A count followed by "(" is not a step: nccl-tests' header (src/common.cu) prints its size
 # increment as "step: 2(factor)" or "step: 1048576(bytes)" before any collective has run.
-# Mined from the trainers' own printing (docs/signatures.md, "Training under way"): a metric named
-# for a loss ("act_loss=-0.0123" OpenRLHF, "avr_loss=nan" sd-scripts, "step_loss=0.08" diffusers,
-# "train/CrossEntropyLoss=12.18" OLMo, fairseq's JSON '"loss": "16.446"' and '"epoch": 1'); tqdm's
-# rate followed by its postfix ("1.20s/it, avr_loss=nan]"); Chainer's ProgressBar
-# (chainer/training/extensions/progress_bar.py, ESPnet1's trainer) "100 iter, 0 epoch / 100 epochs";
-# Composer's ConsoleLogger "[batch=10/100]:".
+# Mined from the trainers' own printing (tests/fixtures/progress_lines.toml, each with its source):
+# a training metric named for a loss ("train/CrossEntropyLoss=12.18", OLMo), fairseq's JSON
+# '"epoch": 1', the Trainer's fractional epoch in its log dict ("'epoch': 0.01", TRL's PPO); tqdm's
+# rate followed by its set_postfix pairs ("1.20s/it, avr_loss=nan]": sd-scripts, OpenRLHF,
+# diffusers; a postfix with no "key=" pair, vLLM's "est. speed input: ...", is no training);
+# Chainer's ProgressBar (chainer/training/extensions/progress_bar.py, ESPnet1's trainer) "100 iter, 0
+# epoch / 100 epochs"; Composer's ConsoleLogger "[batch=10/100]:". A bare "<name>_loss=0.01" is not
+# enough: argument dumps print "aux_loss=0.01", "z_loss=0.0001", "min_loss=inf" before any step.
 TRAINING_MARKER = re.compile(
     r"(?:(?<![-\w])(?:global_)?(?:[Ss]tep|[Ii]ter(?:ation)?|[Ee]poch)\s*#?[:=]?\s*\d+(?![.\d(])\s*(?:/\s*\d+)?"
     r"|(?<![-\w])(?:Epoch|Iter)(?:\(train\))?\s*\[\s*\d+\s*(?:\]\[\s*\d+\s*)?/\s*\d+\]"
     r"|(?<![-\w])Epoch:\s*\[\d+\]\s+\[\s*\d+\s*/\s*\d+\]"
-    r"|(?i:\b(?:lm |train(?:ing)?[ _/])?loss['\"]?\s*[:=|]?\s*(?:tensor\()?[-+]?(?:\d+\.\d+(?:e[-+]?\d+)?|nan|inf)\b)"
-    r"|(?<![-\w])\w*(?i:loss)['\"]?\s*[:=]\s*['\"]?[-+]?(?:\d+\.\d+(?:[eE][-+]?\d+)?|nan|inf)\b"
-    r"|(?<![-\w])[Ee]poch['\"]\s*:\s*\d+"
-    r"|\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)(?:,[^\]\n]*)?\]"
-    r"|\d+ iter, \d+ epoch / \d+ epochs|\[batch=\d+/\d+\])"
+    r"|(?i:\b(?:lm |train(?:ing)?[ _/]\w{0,40}?)?loss['\"]?\s*[:=|]?\s*(?:tensor\()?"
+    r"[-+]?(?:\d+\.\d+(?:e[-+]?\d+)?|nan|inf)\b)"
+    r"|(?<![-\w])[Ee]poch(?:\"\s*:\s*\d+|'\s*:\s*\d+\.\d+)"
+    r"|(?<!\d)\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)(?:,\s*\w[\w/.-]{0,60}=[^\]\n]{0,300})?\]"
+    r"|(?<!\d)\d+ iter, \d+ epoch / \d+ epochs|\[batch=\d+/\d+\])"
 )
 # A throughput, apart: searched only on a line holding "/s" (most lines do not), so the marker
 # above stays one cheap scan for the lines that hold a step or loss word

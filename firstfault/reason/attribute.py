@@ -48,6 +48,7 @@ from firstfault.reason.refine import (
     apply_group_mismatch,
     apply_lone_setup_rank,
     apply_raise_site,
+    apply_ray_oom_kind,
     apply_witness,
     common_applies,
     world_size,
@@ -85,6 +86,7 @@ def attribute(
     apply_raise_site(hyp)
     apply_crash_site(hyp, inp.events)
     apply_aer_device(hyp, inp)
+    apply_ray_oom_kind(hyp, inp)
     early, assumed_startup = apply_before_training(hyp, win, inp)
     apply_lone_setup_rank(hyp, corr, inp, early)
     apply_fr_mismatch(hyp, win, inp)

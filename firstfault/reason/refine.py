@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 
 from firstfault.reason.causality import RING_RECV, group_mismatch, ring_sender
 from firstfault.reason.configuration import CommonFailure, before_training, pretraining_category, template_key
@@ -116,11 +117,11 @@ PROGRAMMING_ERRORS = frozenset(
 # Where installed packages live: a frame there is a library's code, not the user's script.
 _LIBRARY_PATH = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<package>[^/\\]+)")
 # A library's own source checkout, installed editable (``pip install -e``): PyPA's "src layout"
-# puts the import package under ``src/`` (``transformers/src/transformers/trainer.py``). A training
-# script sits beside ``src``, not inside a package under it. A user's own project laid out the same
-# way reads as a library too: the frameworks people run from a checkout (LLaMA-Factory, verl,
-# transformers) use this layout far more often than training scripts do (docs/accuracy.md).
-_SOURCE_CHECKOUT = re.compile(r"[/\\]src[/\\](?P<package>[A-Za-z_]\w*)[/\\]")
+# puts the import package under the project's ``src/``, named as the project is
+# (``transformers/src/transformers/``, ``LLaMA-Factory/src/llamafactory/``). Other ``src/`` trees are
+# not a library's: Docker's ``/usr/src/app``, a template's ``src/models``. A user's own project in
+# src layout under its own name still reads as a library: the price of the rule.
+_SOURCE_CHECKOUT = re.compile(r"[/\\](?P<project>[^/\\]+)[/\\]src[/\\](?P<package>[A-Za-z_]\w*)[/\\]")
 _FRAME_FILE = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
 GENERIC_EXCEPTION = "python.exception"
 
@@ -181,23 +182,32 @@ def apply_unplaced_defect(hyp: Hypothesis) -> None:
     )
 
 
+def _same_name(project: str, package: str) -> bool:
+    """Does a project's folder name its import package (PEP 503's normalising, case and ``-_.``)?"""
+    return re.sub(r"[-_.]+", "", project).lower() == package.replace("_", "").lower()
+
+
 def raise_site(root: Event) -> str | None:
-    """The installed package whose code raised ``root`` (its innermost frame), or None."""
+    """The library whose code raised ``root`` (its innermost frame: an installed package, or a
+    library's own source checkout), or None."""
     paths = [m["path"] for m in map(_FRAME_FILE.match, root.context) if m]
     if not paths:
         return None
-    lib = _LIBRARY_PATH.search(paths[-1]) or _SOURCE_CHECKOUT.search(paths[-1])
-    return lib["package"].removesuffix(".py") if lib else None
+    lib = _LIBRARY_PATH.search(paths[-1])
+    if lib:
+        return lib["package"].removesuffix(".py")
+    src = _SOURCE_CHECKOUT.search(paths[-1])
+    return src["package"] if src and _same_name(src["project"], src["package"]) else None
 
 
 def apply_raise_site(hyp: Hypothesis) -> None:
-    """A programming error raised inside an installed library is that library's bug.
+    """A programming error raised inside a library is that library's bug.
 
-    An ``AssertionError`` or ``AttributeError`` whose innermost frame is in site-packages is a
-    library's own check or code failing, not the training script's: ``software_bug``, naming
-    the package. Raised in the user's own file it stays ``application_error``; bad-input errors
-    (``ValueError``, ``FileNotFoundError``, ...) keep their reading, since a library rightly
-    refuses a wrong argument.
+    An ``AssertionError`` or ``AttributeError`` whose innermost frame is in site-packages (or in a
+    library's own src-layout checkout, :func:`raise_site`) is a library's own check or code
+    failing, not the training script's: ``software_bug``, naming the package. Raised in the user's
+    own file it stays ``application_error``; bad-input errors (``ValueError``,
+    ``FileNotFoundError``, ...) keep their reading, since a library rightly refuses a wrong argument.
     """
     root = hyp.root_event
     if root is None or root.signature != GENERIC_EXCEPTION or hyp.category != Category.APPLICATION_ERROR:
@@ -207,11 +217,17 @@ def apply_raise_site(hyp: Hypothesis) -> None:
     if package is None:
         return
     recategorize(hyp, Category.SOFTWARE_BUG)
-    hyp.reasons.append(f"{exc} raised inside the installed package {package}: a library's own code failed")
+    hyp.reasons.append(f"{exc} raised inside the library {package}: a library's own code failed")
 
 
 AER_FATAL = "kernel.pcie_aer_fatal"
 AER_REPORT_LINES = 20  # the kernel's lines of one AER report: the root port's, then each device's
+
+
+def _later_in_report(root: Event, events: Sequence[Event], span: int, fits: Callable[[Event], bool]) -> Event | None:
+    """The first event of the same file within ``span`` lines after ``root`` that ``fits``: the
+    rest of one report, whose later lines name what its first line could not."""
+    return next((e for e in events if e.source == root.source and 0 < e.line - root.line <= span and fits(e)), None)
 
 
 def apply_aer_device(hyp: Hypothesis, ev: ReasoningInput) -> None:
@@ -221,21 +237,33 @@ def apply_aer_device(hyp: Hypothesis, ev: ReasoningInput) -> None:
     root = hyp.root_event
     if root is None or root.signature != AER_FATAL or hyp.category != Category.UNKNOWN:
         return
-    gpu = next(
-        (
-            e
-            for e in ev.events
-            if e.source == root.source
-            and 0 < e.line - root.line <= AER_REPORT_LINES
-            and e.layer == Layer.HARDWARE
-            and e.category == Category.GPU_HARDWARE
-        ),
-        None,
+    gpu = _later_in_report(
+        root, ev.events, AER_REPORT_LINES, lambda e: e.layer == Layer.HARDWARE and e.category == Category.GPU_HARDWARE
     )
     if gpu is None:
         return
     recategorize(hyp, Category.GPU_HARDWARE)
     hyp.reasons.append(f"the fatal PCIe error's device is a GPU, as the same report goes on: {gpu.text.strip()[:160]}")
+
+
+RAY_TASK_OOM = "ray.task_error_oom"
+# Ray's memory monitor's own words (ray.toml): the OutOfMemoryError a caller re-raises is the host's
+RAY_MEMORY_MONITOR = frozenset({"ray.oom_task_killed", "ray.oom_memory_on_node"})
+RAY_TRACEBACK_LINES = 40
+
+
+def apply_ray_oom_kind(hyp: Hypothesis, ev: ReasoningInput) -> None:
+    """``RayTaskError(OutOfMemoryError)`` is torch's GPU OOM unless the traceback under it is Ray's
+    memory monitor killing the task ("Task was killed due to the node running low on memory"):
+    then it is the node's RAM (``host_oom``). The header comes first, so the report's later line decides."""
+    root = hyp.root_event
+    if root is None or root.signature != RAY_TASK_OOM:
+        return
+    host = _later_in_report(root, ev.events, RAY_TRACEBACK_LINES, lambda e: e.signature in RAY_MEMORY_MONITOR)
+    if host is None:
+        return
+    recategorize(hyp, Category.HOST_OOM)
+    hyp.reasons.append(f"Ray's memory monitor killed the task, as its traceback goes on: {host.text.strip()[:160]}")
 
 
 def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInput, early: bool) -> None:
