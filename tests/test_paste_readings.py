@@ -170,6 +170,30 @@ def test_a_ray_task_oom_is_the_gpus_unless_rays_memory_monitor_killed_it(tmp_pat
     assert any("memory monitor" in r for r in v.reasons)
 
 
+def test_deepspeeds_launcher_start_up_is_a_jobs_log(tmp_path: Path) -> None:
+    """The deepspeed launcher's own start-up lines (hongbomiao/hongbomiao.com#37505) are a job's,
+    so a healthy start-up paste reads as no failure, not as "not a job's log"."""
+    log = (
+        "[2025-12-28 05:01:35,972] [WARNING] [runner.py:232:fetch_hostfile] Unable to find hostfile, "
+        "will proceed with training with local resources only.\n"
+        "[2025-12-28 05:01:38,135] [INFO] [launch.py:162:main] WORLD INFO DICT: {'localhost': [0, 1]}\n"
+        "[2025-12-28 05:01:38,135] [INFO] [launch.py:168:main] nnodes=1, num_local_procs=2, node_rank=0\n"
+        "[2025-12-28 05:01:38,135] [INFO] [launch.py:180:main] dist_world_size=2\n"
+    )
+    assert str(analyze_text(tmp_path, log).category) == "none"
+
+
+def test_torchs_oom_class_is_a_gpu_oom_whatever_the_message(tmp_path: Path) -> None:
+    """A paste that rewords the allocator's message keeps torch's class (NVIDIA-NeMo/RL#2871); a
+    frame's source line naming the class is code, not the error."""
+    oom = "torch.OutOfMemoryError: Tried to allocate 12.60 GiB. GPU had 12.44 GiB free of 79.19\n"
+    assert str(analyze_text(tmp_path, oom).category) == "gpu_oom"
+    frame = (
+        'Traceback (most recent call last):\n  File "/w/t.py", line 3, in f\n    except torch.cuda.OutOfMemoryError:\n'
+    )
+    assert str(analyze_text(tmp_path, frame + "ValueError: bad shape\n", "frame.txt").category) != "gpu_oom"
+
+
 def test_tensorflows_warning_inside_a_keras_bar_is_no_error(tmp_path: Path) -> None:
     """TensorFlow's C++ log prefix ("<time>.<micros>: W file:line] ") says its severity, wherever
     Keras printed it on the line (tensorflow/tensorflow#33809); its "E" form stays an error."""
