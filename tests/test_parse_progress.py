@@ -72,6 +72,7 @@ def test_training_markers(line: str) -> None:
 )
 def test_not_training_markers(line: str) -> None:
     assert not TRAINING_MARKER.search(line), line
+    assert not training_line(line), line
 
 
 @pytest.mark.parametrize("entry", MINED, ids=[f"{i}-{e['framework'][:40]}" for i, e in enumerate(MINED)])

@@ -53,10 +53,14 @@ TRAINING_MARKER = re.compile(
     r"|(?<![-\w])Epoch:\s*\[\d+\]\s+\[\s*\d+\s*/\s*\d+\]"
     r"|(?i:\b(?:lm |train(?:ing)?[ _/]\w{0,40}?)?loss['\"]?\s*[:=|]?\s*(?:tensor\()?"
     r"[-+]?(?:\d+\.\d+(?:e[-+]?\d+)?|nan|inf)\b)"
-    r"|(?<![-\w])[Ee]poch(?:\"\s*:\s*\d+|'\s*:\s*\d+\.\d+)"
-    r"|(?<!\d)\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)(?:,\s*\w[\w/.-]{0,60}=[^\]\n]{0,300})?\]"
-    r"|(?<!\d)\d+ iter, \d+ epoch / \d+ epochs|\[batch=\d+/\d+\])"
+    r"|(?<!\d)\d+/\d+ \[\d+:\d\d<[\d:?]+,\s*[\d.?]+\s*(?:s/it|it/s)(?:,\s*\w[\w/.-]{0,60}=[^\]\n]{0,300})?\])"
 )
+# Rarer forms, apart: searched only on a line holding one of their words (a digit-led branch in the
+# marker above is tried at every digit of every line, and most lines are timestamps and counters)
+RARE_MARKER = re.compile(
+    r"(?<![-\w])[Ee]poch(?:\"\s*:\s*\d+|'\s*:\s*\d+\.\d+)|(?<!\d)\d+ iter, \d+ epoch / \d+ epochs|\[batch=\d+/\d+\]"
+)
+RARE_LITERALS = ('poch"', "poch'", " iter, ", "[batch=")
 # A throughput, apart: searched only on a line holding "/s" (most lines do not), so the marker
 # above stays one cheap scan for the lines that hold a step or loss word
 # (+ Chainer's "4.0445 iters/sec" and TF Estimator's StepCounterHook "global_step/sec: 0.80")
@@ -72,6 +76,7 @@ def training_line(text: str) -> bool:
     """Does this line show training under way (a step, a loss, a rate or a throughput)?"""
     return (
         TRAINING_MARKER.search(text) is not None
+        or (any(lit in text for lit in RARE_LITERALS) and RARE_MARKER.search(text) is not None)
         or ("/s" in text and THROUGHPUT.search(text) is not None)
         or ("PerSec" in text and PER_SEC.search(text) is not None)
     )
