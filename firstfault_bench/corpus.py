@@ -71,6 +71,16 @@ class CorpusResult:
         return not self.ranks
 
     @property
+    def readers_agree(self) -> bool:
+        """A second reading exists and gives the first reading's category."""
+        return self.second_category is not None and self.second_category == self.truth_category
+
+    @property
+    def readers_agree_on_culprit(self) -> bool:
+        """The two readings name the same first rank, or both none (an empty list reads as none)."""
+        return (self.second_ranks or [])[:1] == self.truth_ranks[:1]
+
+    @property
     def silent(self) -> bool:
         return self.failed and self.category == "none"
 
@@ -169,7 +179,7 @@ def agreement(rows: list[CorpusResult]) -> list[tuple[str, str]]:
     ("low"), the disagreement is the log's ambiguity.
     """
     both = [r for r in rows if r.second_category is not None]
-    agreed = [r for r in both if r.second_category == r.truth_category]
+    agreed = [r for r in both if r.readers_agree]
     sure = [r for r in agreed if r.second_confidence == "high"]
     out = [
         ("cases read twice", str(len(both))),
@@ -182,7 +192,7 @@ def agreement(rows: list[CorpusResult]) -> list[tuple[str, str]]:
     out += [
         (
             "the two readers agree on the culprit (first rank, or both none)",
-            _pct(sum((r.second_ranks or [])[:1] == r.truth_ranks[:1] for r in both), len(both)),
+            _pct(sum(r.readers_agree_on_culprit for r in both), len(both)),
         ),
         ("firstfault's category = the first reader's", _pct(sum(r.category_ok for r in both), len(both))),
         (
@@ -207,13 +217,11 @@ def agreed_rows(rows: list[CorpusResult]) -> list[CorpusResult]:
     labels two readers share are what a log reader can be held to. A second reading has no
     "culprit unknown" of its own: an empty list is read as "names none", as in :func:`agreement`.
     """
-    out = []
-    for r in rows:
-        if r.second_category is None or r.second_category != r.truth_category:
-            continue
-        same_culprit = (r.second_ranks or [])[:1] == r.truth_ranks[:1]
-        out.append(dataclasses.replace(r, culprit_known=r.culprit_known and same_culprit))
-    return out
+    return [
+        dataclasses.replace(r, culprit_known=r.culprit_known and r.readers_agree_on_culprit)
+        for r in rows
+        if r.readers_agree
+    ]
 
 
 SPLITS = ("all", "dev", "held-out")
@@ -272,7 +280,7 @@ def run_corpus(root: Path, markdown: Path | None = None, verbose: bool = True) -
     con.print(_split_table("totals", tots))
     # the same measures on the labels two readers share (failed cases only: healthy ones were not read twice)
     read_twice = any(r.second_category is not None for r in rows)
-    shared = {k: totals(agreed_rows(v)) for k, v in parts.items()}
+    shared = {k: totals(agreed_rows(v)) for k, v in parts.items()} if read_twice else {}
     only_failed = ("healthy flagged",)
     if read_twice:
         con.print(_split_table("on the labels two readers agree on (failed cases read twice)", shared, only_failed))
