@@ -4,7 +4,8 @@ NCCL, Python's OSError, PyTorch on ROCm, accelerate, Open MPI and srun.
 
 Each row was misread or refused by a blind round (21 to 24) before its signature was mined. Each
 text is a real line from the thread named beside it, or (where the comment says so) the
-component's own format string with values filled in, as in a signature's examples.
+component's own format string with values filled in, as in a signature's examples. The tests after
+the tables are rounds 26 to 29's readings, each with the text that stays as it was beside it.
 """
 
 from __future__ import annotations
@@ -144,3 +145,74 @@ def test_what_stays_as_it_was(tmp_path: Path, text: str, category: str) -> None:
     """The launch readings above are narrow: a node's own launch fault keeps the scheduler's
     reading."""
     assert str(analyze_text(tmp_path, text).category) == category
+
+
+def test_programming_error_in_a_library_source_checkout_is_its_bug(tmp_path: Path) -> None:
+    """A library installed editable (``pip install -e``) raises from its ``src/<package>/`` tree,
+    not site-packages, named as its project is (lines from transformers PR #38294); the user's own
+    code under another ``src/`` keeps the user's reading."""
+    tail = (
+        '[rank1]:     index = current_device.current_device() if device_type != "cpu" else None\n'
+        "[rank1]: UnboundLocalError: local variable 'current_device' referenced before assignment\n"
+    )
+    library = (
+        '[rank1]:   File "/home/marc/transformers/src/transformers/integrations/tensor_parallel.py", line 79, in f\n'
+    )
+    assert str(analyze_text(tmp_path, library + tail).category) == "software_bug"
+    # the user's own code under a src/: beside it, in Docker's /usr/src/app, in a template's src/models
+    for i, path in enumerate(("/home/marc/project/src/train.py", "/usr/src/app/train.py", "/w/tmpl/src/models/m.py")):
+        script = f'[rank1]:   File "{path}", line 79, in f\n'
+        assert str(analyze_text(tmp_path, script + tail, f"script{i}.txt").category) == "application_error", path
+
+
+def test_a_ray_task_oom_is_the_gpus_unless_rays_memory_monitor_killed_it(tmp_path: Path) -> None:
+    """Ray re-raises a task's OutOfMemoryError under a class named for it (NVIDIA-NeMo/RL#3793):
+    torch's GPU OOM, unless the traceback goes on with Ray's memory monitor (the node's RAM)."""
+    head = (
+        "ray.exceptions.RayTaskError(OutOfMemoryError): ray::DTensorPolicyWorkerV2.get_logprobs() "
+        "(pid=2671339, ip=10.65.16.209, actor_id=d5836b60449efbd220b3c2f406000000, repr=DTensorPolicyWorkerV2[rank=0])\n"
+    )
+    assert str(analyze_text(tmp_path, head).category) == "gpu_oom"
+    monitor = "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+    v = analyze_text(tmp_path, head + '  File "/w/x.py", line 1, in f\n' + monitor, "host.txt")
+    assert str(v.category) == "host_oom"
+    assert any("memory monitor" in r for r in v.reasons)
+
+
+def test_deepspeeds_launcher_start_up_is_a_jobs_log(tmp_path: Path) -> None:
+    """The deepspeed launcher's own start-up lines (hongbomiao/hongbomiao.com#37505) are a job's,
+    so a healthy start-up paste reads as no failure, not as "not a job's log"."""
+    log = (
+        "[2025-12-28 05:01:35,972] [WARNING] [runner.py:232:fetch_hostfile] Unable to find hostfile, "
+        "will proceed with training with local resources only.\n"
+        "[2025-12-28 05:01:38,135] [INFO] [launch.py:162:main] WORLD INFO DICT: {'localhost': [0, 1]}\n"
+        "[2025-12-28 05:01:38,135] [INFO] [launch.py:168:main] nnodes=1, num_local_procs=2, node_rank=0\n"
+        "[2025-12-28 05:01:38,135] [INFO] [launch.py:180:main] dist_world_size=2\n"
+    )
+    assert str(analyze_text(tmp_path, log).category) == "none"
+
+
+def test_torchs_oom_class_is_a_gpu_oom_whatever_the_message(tmp_path: Path) -> None:
+    """A paste that rewords the allocator's message keeps torch's class (NVIDIA-NeMo/RL#2871); a
+    frame's source line naming the class is code, not the error."""
+    oom = "torch.OutOfMemoryError: Tried to allocate 12.60 GiB. GPU had 12.44 GiB free of 79.19\n"
+    assert str(analyze_text(tmp_path, oom).category) == "gpu_oom"
+    frame = (
+        'Traceback (most recent call last):\n  File "/w/t.py", line 3, in f\n    except torch.cuda.OutOfMemoryError:\n'
+    )
+    assert str(analyze_text(tmp_path, frame + "ValueError: bad shape\n", "frame.txt").category) != "gpu_oom"
+
+
+def test_tensorflows_warning_inside_a_keras_bar_is_no_error(tmp_path: Path) -> None:
+    """TensorFlow's C++ log prefix ("<time>.<micros>: W file:line] ") says its severity, wherever
+    Keras printed it on the line (tensorflow/tensorflow#33809); its "E" form stays an error."""
+    bar = "999/1000 [============================>.] - ETA: 0s - loss: 83.1715 - accuracy: 0.0000e+00"
+    prefix = "2019-11-13 21:28:58.423118: {} tensorflow/core/grappler/optimizers/implementation_selector.cc:310] "
+    msg = "Skipping optimization due to error while loading function libraries: Invalid argument"
+    done = "\n1000/1000 [==============================] - 133s 133ms/step - loss: 83.1631\nEpoch 2/150\n"
+    assert str(analyze_text(tmp_path, bar + prefix.format("W") + msg + done).category) == "none"
+    assert str(analyze_text(tmp_path, bar + prefix.format("E") + msg + done, "e.txt").category) != "none"
+    # a failing op is logged at W as well, and that is an error (TF's OP_REQUIRES)
+    op = prefix.format("W").replace("grappler/optimizers/implementation_selector.cc:310", "framework/op_kernel.cc:1753")
+    failed = op + "OP_REQUIRES failed at save_restore_v2_ops.cc:109 : Permission denied: /ckpt/model; Permission denied"
+    assert str(analyze_text(tmp_path, bar + failed + done, "op.txt").category) != "none"
