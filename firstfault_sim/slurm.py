@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from firstfault_sim.faults import KINDS, FaultPlan
+from firstfault_sim.ports import free_ports
 from firstfault_sim.slurm_cluster import (
     JobRecord,
     SlurmCluster,
     SlurmUnavailable,
-    _free_ports,
 )
 
 __all__ = ["SCENARIOS", "SCENARIO_NAMES", "run_torch_fault", "simulate_slurm", "task_env"]
@@ -178,7 +178,7 @@ def submit_torch(
     if bundle.exists():
         shutil.rmtree(bundle)
     (bundle / "fr").mkdir(parents=True)
-    port = _free_ports(1)[0]
+    port = free_ports(1)[0]
     name = f"ff-{scenario}"
     text = batch_script(
         name=name,

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from firstfault_sim.ports import free_ports
+
 #: Debian packages that provide everything below (bookworm: slurm-wlm 22.05, munge 0.5.15).
 APT_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 DAEMONS = ("munged", "slurmctld", "slurmd", "slurmstepd")
@@ -69,21 +71,6 @@ def _which(name: str) -> str:
     if not found:
         raise SlurmUnavailable(f"{name} not found; install Debian packages: {' '.join(APT_PACKAGES)}")
     return found
-
-
-def _free_ports(n: int) -> list[int]:
-    """``n`` distinct TCP ports the kernel says are free right now."""
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(int(s.getsockname()[1]))
-    finally:
-        for s in socks:
-            s.close()
-    return ports
 
 
 def _uts_ns(pid: int) -> str | None:
@@ -155,7 +142,7 @@ class SlurmCluster:
         self.kill_wait = kill_wait
         self.slurmd_timeout = slurmd_timeout
         self.start_timeout = start_timeout
-        ports = _free_ports(nodes + 1)
+        ports = free_ports(nodes + 1)
         self.ctld_port = ports[0]
         self.nodes = [Node(f"node{i + 1:02d}", ports[i + 1]) for i in range(nodes)]
         self.control_host = socket.gethostname().split(".")[0]

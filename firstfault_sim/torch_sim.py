@@ -34,6 +34,7 @@ with warnings.catch_warnings():
     import torch
 
 from firstfault_sim.faults import FAULT_KINDS, KINDS, FaultPlan
+from firstfault_sim.ports import free_ports
 
 __all__ = ["FAULT_KINDS", "TRUTH_SCHEMA", "build_command", "simulate_torch"]
 
@@ -46,13 +47,6 @@ FR_PREFIX_NAME = "fr_trace_rank_"
 #: Env var telling the workload where the agent-hosted store for FR dump requests is.
 FR_STORE_ENV = "FIRSTFAULT_FR_STORE"
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    """Ask the kernel for an unused TCP port for the c10d rendezvous."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _torchrun_argv0() -> list[str]:
@@ -311,7 +305,7 @@ def simulate_torch(
     _prepare_out(out)
     fr_prefix = out / "fr" / FR_PREFIX_NAME
     backend = _backend(nproc)
-    port = _free_port()
+    port = free_ports(1)[0]
     cmd = build_command(plan, out / "logs", port, nproc, max_restarts, seed, steps, backend, monitor_interval)
     env = _child_env(fr_prefix, port, max_restarts) | (extra_env or {})
     t0 = time.monotonic()

@@ -18,7 +18,7 @@ import pytest
 
 from firstfault.flightrec.analyze import FRAnalysis, analyze_fr
 from firstfault.flightrec.load import load_dumps
-from firstfault_sim.slurm_cluster import _free_ports
+from firstfault_sim.ports import free_ports
 
 FIX = Path(__file__).parent / "fixtures" / "fr"
 SCRIPT = FIX / "make_gloo_dumps.py"
@@ -110,7 +110,7 @@ def gloo_dumps(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path
     def make(scenario: str) -> Path:
         if scenario not in cache:
             out = root / scenario
-            port = _free_ports(1)[0]  # a fixed port collides with a parallel worker's (pytest -n)
+            port = free_ports(1)[0]  # a fixed port collides with a parallel worker's (pytest -n)
             env = dict(os.environ, TORCH_FR_BUFFER_SIZE="16" if scenario == "wrap" else "200", FF_FR_JSON="1")
             env["OMP_NUM_THREADS"] = "1"
             # 2 s (the fixtures' timeout) let a warm-up all_reduce time out under a CPU hog plus

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from firstfault_sim.slurm_cluster import APT_PACKAGES, SlurmCluster, _free_ports, missing_binaries
+from firstfault_sim.ports import free_ports
+from firstfault_sim.slurm_cluster import APT_PACKAGES, SlurmCluster, missing_binaries
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,7 +153,7 @@ def _serve(ops: Ops) -> tuple[subprocess.Popen[bytes], str, str]:
     token = subprocess.run(
         [*cli, "serve", "token", "add", "slurm", "--data", str(data)], env=env, capture_output=True, text=True
     ).stdout.strip()
-    port = _free_ports(1)[0]
+    port = free_ports(1)[0]
     log = open(ops.root / "serve.log", "wb")  # noqa: SIM115 - the server's whole life
     proc = subprocess.Popen(
         [*cli, "serve", "--data", str(data), "--port", str(port), "--allow-root", str(ops.root / "jobs")],
@@ -197,7 +198,7 @@ def test_epilog_submits_to_a_running_server(ops: Ops) -> None:
 
 
 def test_epilog_with_the_server_down_analyzes_here_and_exits_zero(ops: Ops) -> None:
-    port = _free_ports(1)[0]  # nothing listens there
+    port = free_ports(1)[0]  # nothing listens there
     ops.env_file.write_text(f"export FIRSTFAULT_SERVER=http://127.0.0.1:{port}\nexport FIRSTFAULT_TOKEN=ff_x\n")
     try:
         job_id, folder = ops.job("unserved", "srun -l TASK")
@@ -287,3 +288,13 @@ def test_exclude_list_and_drain_a_real_node(ops: Ops, tmp_path: Path) -> None:
     finally:
         ops.cluster.client("scontrol", "update", "NodeName=node02", "State=RESUME")
     assert "DRAIN" not in _show_node(ops, "node02")
+
+
+def test_free_ports_stay_out_of_the_kernels_ephemeral_range() -> None:
+    """A rendezvous port chosen before its job starts must not be one the kernel hands to another
+    socket meanwhile (srun's I/O sockets took the c10d store's port on a loaded machine)."""
+    ports = free_ports(5)
+    assert len(set(ports)) == 5
+    start = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    if start > 20000 + 20:
+        assert all(p < start for p in ports)
