@@ -216,3 +216,36 @@ def test_tensorflows_warning_inside_a_keras_bar_is_no_error(tmp_path: Path) -> N
     op = prefix.format("W").replace("grappler/optimizers/implementation_selector.cc:310", "framework/op_kernel.cc:1753")
     failed = op + "OP_REQUIRES failed at save_restore_v2_ops.cc:109 : Permission denied: /ckpt/model; Permission denied"
     assert str(analyze_text(tmp_path, bar + failed + done, "op.txt").category) != "none"
+
+
+# ecmwf/anemoi-core#1064: two ranks' watchdogs, one collective call (SeqNum 4832284), two collectives
+ANEMOI_WATCHDOGS = (
+    "[rank0]:[E420 19:44:35.569754537 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=4832284, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for "
+    "1800051 milliseconds before timing out.\n"
+    "[rank5]:[E420 19:44:36.136978018 ProcessGroupNCCL.cpp:632] [Rank 5] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=4832284, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for "
+    "1800059 milliseconds before timing out.\n"
+)
+
+
+def test_one_collective_call_named_as_two_collectives_is_a_mismatch(tmp_path: Path) -> None:
+    """Rank 0 timed out in ALLREDUCE #4832284 and rank 5 in BROADCAST #4832284: the ranks took
+    different paths (anemoi's time-limit callback stopped rank 0 alone). Ranks 1 to 4 printed
+    nothing, but the conflict is the evidence, and two sides name no culprit."""
+    v = analyze_text(tmp_path, ANEMOI_WATCHDOGS)
+    assert str(v.category) == "collective_mismatch" and v.culprit.ranks == []
+    assert any("#4832284 as different collectives" in r for r in v.reasons)
+    # the same call named alike on both ranks is the usual hang: a rank that printed nothing is named
+    same = ANEMOI_WATCHDOGS.replace("OpType=BROADCAST", "OpType=ALLREDUCE")
+    assert str(analyze_text(tmp_path, same, "same.txt").category) == "hang"
+
+
+def test_a_watchdog_line_wrapped_inside_a_word_is_still_the_watchdogs(tmp_path: Path) -> None:
+    """A terminal paste broke "milliseconds" in two (InternLM/xtuner#390): still torch's watchdog,
+    not a file that "does not look like a job's log"."""
+    line = (
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=BROADCAST, Timeout(ms)=1800000) "
+        "ran for 1808442 millis econds before timing out.\n"
+    )
+    assert str(analyze_text(tmp_path, line).category) == "hang"

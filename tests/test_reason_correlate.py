@@ -275,3 +275,21 @@ def test_a_programming_error_inside_a_library_is_its_bug() -> None:
     assert mine.category == Category.APPLICATION_ERROR
     refused = attribute(correlate(_raised("ValueError", lib), range(1)), ReasoningInput(training=training))
     assert refused.category == Category.APPLICATION_ERROR
+
+
+def test_one_call_of_two_kinds_conflicts_only_within_one_group() -> None:
+    """Same sequence number, different collectives: a conflict. Not for a send and its receive, not
+    across groups a line names or a timeout tells apart, and not for a subgroup's own numbering."""
+    from firstfault.reason.causality import conflicting_collective
+
+    def wd(rank: int, op: str, **fields: str) -> object:
+        e = _watchdog(rank, 41, 10)
+        e.fields.update({"op_type": op, "timeout_ms": "600000", **fields})
+        return e
+
+    found = conflicting_collective([wd(0, "ALLREDUCE"), wd(3, "BROADCAST"), wd(1, "ALLREDUCE")])
+    assert found is not None and found.seq == "41" and found.ops == {"ALLREDUCE": [0, 1], "BROADCAST": [3]}
+    assert conflicting_collective([wd(0, "SEND"), wd(1, "RECV")]) is None
+    assert conflicting_collective([wd(0, "ALLREDUCE", pg_id="0"), wd(1, "BROADCAST", pg_id="2")]) is None
+    assert conflicting_collective([wd(0, "ALLREDUCE"), wd(1, "BROADCAST", timeout_ms="1800000")]) is None
+    assert conflicting_collective([wd(0, "ALLREDUCE"), wd(5, "BROADCAST", pg_rank="1")]) is None

@@ -18,7 +18,13 @@ from statistics import median
 
 from firstfault.align import sort_key
 from firstfault.match.xid import lookup
-from firstfault.reason.causality import OddCollective, awaited_ranks, odd_collective
+from firstfault.reason.causality import (
+    CollectiveConflict,
+    OddCollective,
+    awaited_ranks,
+    conflicting_collective,
+    odd_collective,
+)
 from firstfault.reason.configuration import PEER_EXITED
 from firstfault.reason.correlate import (
     TEARDOWN_SIGNALS,
@@ -55,6 +61,7 @@ class _Suspects:
     unseen: frozenset[int]
     awaited: dict[int, int]
     odd: OddCollective | None
+    conflict: CollectiveConflict | None
     pool: list[int]
 
 
@@ -62,7 +69,8 @@ def _suspects(corr: Correlation, victims: set[int], prog: dict[int, RankProgress
     """Quiet ranks a line shows (or the victims name), else the rank in an odd collective, else
     quiet ranks no line shows. A rank implied only by the numbering or the world size is quiet for
     want of lines, which a paste may simply have cut: positive evidence about the victims comes
-    before it."""
+    before it, and victims in one collective of different kinds (a conflict) are such evidence even
+    where it names nobody."""
     quiet = [r for r, v in corr.ranks.items() if v.first_cascade is None and v.first_root is None]
     unseen = [r for r in quiet if corr.ranks[r].left_no_line(prog)]
     # victims that name whom they wait for (a store key, a monitored barrier) point at the culprit
@@ -73,8 +81,9 @@ def _suspects(corr: Correlation, victims: set[int], prog: dict[int, RankProgress
     seen = [r for r in quiet if r not in in_unseen or r in awaited]
     # no quiet rank seen: every rank that printed was a victim; only positive evidence names one of them
     odd = None if seen else odd_collective(corr.errors)
-    pool = seen or (odd.ranks if odd is not None else []) or unseen
-    return _Suspects(frozenset(quiet), frozenset(in_unseen), awaited, odd, list(pool))
+    conflict = None if seen or odd is not None else conflicting_collective(corr.errors)
+    pool = seen or (odd.ranks if odd is not None else []) or ([] if conflict is not None else unseen)
+    return _Suspects(frozenset(quiet), frozenset(in_unseen), awaited, odd, conflict, list(pool))
 
 
 def _quiet_reading(r: int, sus: _Suspects, victims: int, timeouts: bool, exiting: bool) -> tuple[Category, list[str]]:
@@ -114,7 +123,7 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
     awaited, odd = sus.awaited, sus.odd
     pool = sus.pool or _behind_or_named(corr, prog, fr_pos_of)
     if not pool and not fr_list:
-        return [_nobody_stands_out(corr, victims, ev)]
+        return [_nobody_stands_out(corr, victims, ev) if sus.conflict is None else _conflict_reading(sus.conflict)]
     # a rank that entered the collective with other arguments times out like its peers: not quiet
     pool += [c.rank for c in fr_list if c.kind == FRKind.MISMATCHED and c.rank not in pool and c.rank in corr.ranks]
     timeouts = any(v.timed_out() for v in corr.ranks.values())
@@ -360,6 +369,19 @@ def _nobody_stands_out(corr: Correlation, victims: set[int], ev: ReasoningInput)
     elif len(seen) >= world:
         reasons.append(f"all {world} ranks timed out: a collective no rank could finish (a mismatch or a fabric stall)")
     return Candidate(CandidateKind.SILENT, None, None, None, None, Category.HANG, reasons)
+
+
+def _conflict_reading(conflict: CollectiveConflict) -> Candidate:
+    """Victims that timed out in one collective call of different kinds: a mismatch, no culprit.
+    Which side is odd takes a majority (``causality.odd_collective``) or the flight recorder; two
+    sides alone say only that the ranks diverged, and ranks that printed nothing are not suspects
+    for it (their silence may be the paste's)."""
+    reasons = [
+        conflict.reason,
+        "no majority says which side took the wrong path: no rank is named (the flight recorder's dumps "
+        "or TORCH_DISTRIBUTED_DEBUG=DETAIL would show each rank's collective)",
+    ]
+    return Candidate(CandidateKind.SILENT, None, None, None, None, Category.COLLECTIVE_MISMATCH, reasons)
 
 
 def _rank0_alone(world: int | None) -> Candidate:

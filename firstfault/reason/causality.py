@@ -13,6 +13,9 @@ The rank that reports a fault first is not always the one at fault:
   collectives on ranks. Rank 1 is running collective ..."): the numbers are ranks *within the
   process group*; each printing rank gives its own group rank first, so the printers map group
   ranks to global ranks, and the rank whose collective differs from the others' is the culprit.
+* **one collective, two kinds** (:func:`conflicting_collective`): watchdogs that gave up on the
+  same sequence number of one process group name different collectives. The ranks diverged there:
+  a mismatch, even where no majority says which side is odd.
 """
 
 from __future__ import annotations
@@ -150,3 +153,66 @@ def odd_collective(events: Iterable[Event]) -> OddCollective | None:
         + ": they are not in the collective the others wait in"
     )
     return OddCollective(odd, reason)
+
+
+# A send and the receive that meets it share a sequence number by design, and a batch of them is
+# COALESCED on one side and a lone SEND or RECV on the other: no conflict between those.
+P2P_OPS = frozenset({"SEND", "RECV", "RECVANYSOURCE", "COALESCED"})
+
+
+@dataclass(frozen=True)
+class CollectiveConflict:
+    """Ranks whose watchdogs name one collective (a sequence number) as collectives of different kinds."""
+
+    seq: str
+    ops: dict[str, list[int]]  # op type -> the ranks that timed out in it
+    reason: str
+
+
+def _group_of(e: Event) -> tuple[str, str] | None:
+    """Which process group a watchdog line speaks for, as far as the line tells: its PG id where it
+    names one, else the default group when the rank it prints is the global rank (a subgroup's
+    ranks number from 0 again); ``None`` when the line cannot be placed. The timeout is part of the
+    key: groups made with other timeouts are other groups."""
+    pg_rank = e.fields.get("pg_rank")
+    if e.fields.get("pg_id") is not None:
+        group = "pg" + e.fields["pg_id"]
+    elif pg_rank is None or (e.rank is not None and pg_rank == str(e.rank)):
+        group = "default?"
+    else:
+        return None
+    return group, e.fields.get("timeout_ms", "")
+
+
+def conflicting_collective(events: Iterable[Event]) -> CollectiveConflict | None:
+    """Watchdogs that timed out in the same collective call, named as different collectives.
+
+    A process group numbers its collectives in the order each member issues them, so one sequence
+    number is one call on every rank of the group. When one rank's watchdog gave up in ALLREDUCE #n
+    and another's in BROADCAST #n, the ranks were not in the same collective: their code took
+    different paths, and each waits for peers that will never join it. PyTorch's flight-recorder
+    analysis reads recorded collectives the same way (``torch/distributed/flight_recorder``:
+    entries of one ``collective_seq_id`` whose ``profiling_name`` differ are a mismatch). Unlike
+    :func:`odd_collective` this needs no majority: two ranks are enough to show the mismatch,
+    though not which side is odd. Lines that cannot be placed in one group are left out.
+    """
+    first: dict[int, Event] = {}
+    for e in events:
+        if e.signature == WATCHDOG and e.rank is not None and e.rank not in first and e.fields.get("seq"):
+            first[e.rank] = e
+    calls: dict[tuple[tuple[str, str], str], dict[str, list[int]]] = {}
+    for r, e in sorted(first.items()):
+        group, op = _group_of(e), e.fields.get("op_type", "")
+        if group is None or not op or op in P2P_OPS:
+            continue
+        calls.setdefault((group, e.fields["seq"]), {}).setdefault(op, []).append(r)
+    for (_, seq), ops in sorted(calls.items(), key=lambda kv: int(kv[0][1])):
+        if len(ops) < 2:
+            continue
+        said = "; ".join(f"rank(s) {', '.join(map(str, rs))} in {op}" for op, rs in ops.items())
+        reason = (
+            f"the watchdogs name collective #{seq} as different collectives ({said}): the ranks took "
+            "different paths there, and each waits for peers that will not join it"
+        )
+        return CollectiveConflict(seq, ops, reason)
+    return None

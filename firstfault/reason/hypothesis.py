@@ -110,6 +110,8 @@ def _what(c: Candidate, cat: Category, corr: Correlation, progressed: Container[
     root = c.event
     if root is not None:
         return root.text.strip()
+    elif c.kind == CandidateKind.SILENT and c.rank is None and cat == Category.COLLECTIVE_MISMATCH:
+        return "the ranks timed out in one collective call, named as different collectives: they took different paths"
     elif c.kind == CandidateKind.SILENT and c.rank is None:
         return "every rank that printed timed out waiting; no rank stands out as the one they waited for"
     elif c.kind == CandidateKind.SILENT and cat == Category.HANG:
