@@ -249,3 +249,17 @@ def test_a_watchdog_line_wrapped_inside_a_word_is_still_the_watchdogs(tmp_path: 
         "ran for 1808442 millis econds before timing out.\n"
     )
     assert str(analyze_text(tmp_path, line).category) == "hang"
+
+
+def test_training_under_way_shows_every_rank_registered(tmp_path: Path) -> None:
+    """Lightning prints one "Initializing distributed" line per rank; a paste that kept rank 0's
+    alone (Lightning-AI/pytorch-lightning#8707's wording) is no stalled start-up when the progress
+    bar runs after it (#4225's bar): training needs every rank in the process group."""
+    join = "initializing ddp: GLOBAL_RANK: 0, MEMBER: 1/2\n"
+    bar = (
+        "Epoch 0:   3%|▎         | 1/35 [00:08<04:50,  8.54s/it, loss=10.457, v_num=193413]\n"
+        "Epoch 0:   6%|▌         | 2/35 [00:11<03:06,  5.66s/it, loss=10.457, v_num=193413]\n"
+    )
+    assert str(analyze_text(tmp_path, join + bar).category) == "none"
+    # without training, one rank of two announced and nothing more is still a start-up that waits
+    assert str(analyze_text(tmp_path, join, "alone.txt").category) == "configuration"

@@ -243,7 +243,8 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
     something else (a collective mismatch, see ``reason.nccl_coll``), ranks that never registered
     (a start-up that waits), or no error at all (the job ended well)."""
     coll = None if corr.errors else coll_mismatch(inp.events)
-    reg = None if corr.errors or coll is not None else unregistered(inp.events)
+    # training under way shows the process group formed: every rank joined, whatever a paste left out
+    reg = None if corr.errors or coll is not None or inp.training.seen else unregistered(inp.events)
     root, culprit = None, Culprit()
     if coll is not None:
         cat, summary, conf, act = (

@@ -11,7 +11,9 @@ Ranks are started a node at a time, so the ones that never started are whole nod
 consecutive ranks (two at most: the node's ranks may be numbered apart from the rest). Missing
 ranks scattered among announced ones are not a launch that left nodes out: a paste that holds a
 sample of the announcements (a user copying a few lines of a 78-rank start-up) shows that, and
-is no evidence of a stall.
+is no evidence of a stall. Neither is a log that shows training under way after the
+announcements: a step needs every rank in the process group, so a paste that kept rank 0's
+line alone has only left the others' out (``attribute`` asks this only when no training is seen).
 
 Which lines count is data: a signature with ``sets = { registers = "1" }`` names the rank it
 announces (``global_rank``) and the world size (``world``); one with ``registered_all = "1"``
