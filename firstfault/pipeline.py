@@ -122,6 +122,7 @@ def _after_parse(
         context=context,
         kernel_logs=bool(bundle.of_kind(FileKind.KERNEL_LOG)),
         training_end=pr.ctx.training_end,
+        training_after=pr.ctx.training_after,
     )
     verdict = attribute(corr, inp, warnings, later=later)
     stats = {

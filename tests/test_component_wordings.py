@@ -263,3 +263,33 @@ def test_training_under_way_shows_every_rank_registered(tmp_path: Path) -> None:
     assert str(analyze_text(tmp_path, join + bar).category) == "none"
     # without training, one rank of two announced and nothing more is still a start-up that waits
     assert str(analyze_text(tmp_path, join, "alone.txt").category) == "configuration"
+
+
+# Lightning-AI/pytorch-lightning#4225: a DDP run's progress bar, one step a line
+BAR_4225 = [
+    "Epoch 0:   3%|▎         | 1/35 [00:08<04:50,  8.54s/it, loss=10.457, v_num=193413]",
+    "Epoch 0:   6%|▌         | 2/35 [00:11<03:06,  5.66s/it, loss=10.457, v_num=193413]",
+    "Epoch 0:   9%|▊         | 3/35 [00:14<02:29,  4.68s/it, loss=10.122, v_num=193413]",
+    "Epoch 0:   9%|▊         | 3/35 [00:14<02:29,  4.68s/it, loss=9.858, v_num=193413]",
+]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # wandb's FAQ quotes the line its client prints while the network is down (docs.wandb.ai, "How do I deal
+        # with network issues?"); the run goes on, and wandb syncs later
+        "wandb: Network error (ConnectionError), entering retry loop.",
+        # CPython's PyErr_WriteUnraisable ("Exception ignored in: <obj>") for the DataLoader's iterator at exit
+        "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f1c2c0d5e50>",
+    ],
+)
+def test_an_error_line_the_job_went_on_from_is_not_its_failure(tmp_path: Path, line: str) -> None:
+    """An error line no signature knows, with training steps after it, did not stop the job: the
+    verdict says no failure and names the line in a warning. At the log's end it is still the
+    unexplained error "never silent" reports."""
+    went_on = analyze_text(tmp_path, "\n".join([BAR_4225[0], line, *BAR_4225[1:]]) + "\n")
+    assert str(went_on.category) == "none"
+    assert any("went on from them" in w and line[:30] in w for w in went_on.warnings)
+    at_end = analyze_text(tmp_path, "\n".join([*BAR_4225[:2], line, BAR_4225[2]]) + "\n", "end.txt")
+    assert str(at_end.category) == "unknown"

@@ -126,6 +126,9 @@ class ParseContext:
     training_ts: float | None = None
     # "file:line: text" of a step counter at its total ("step 150/150"): training reached its end
     training_end: str | None = None
+    # file -> the line before which its tail still shows ``facts.WENT_ON_LINES`` training lines:
+    # an error above it is one the job went on from
+    training_after: dict[str, int] = field(default_factory=dict)
 
     def progress(self, attempt: int | None = None) -> dict[int, Progress]:
         """Per-rank progress of one attempt (default: the first one seen)."""

@@ -65,6 +65,35 @@ def _shows_training(text: str) -> bool:
     return progress_mod.training_line(text) and not progress_mod.SETUP_BAR.search(text)
 
 
+WENT_ON_LINES = 3  # training lines after an error that show the job went on from it
+
+
+def _training_after(
+    lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext, blob: str | None = None
+) -> None:
+    """Note the line of a file's tail above which ``WENT_ON_LINES`` training lines still follow.
+
+    An error the job went on from is not the job's failure: a step needs every rank, so steps
+    printed after an error line (wandb's retry loop, an LD_PRELOAD that did not load, a
+    "falling back" import) show the job outlived it. Three lines, not one: a rank's last step can
+    be printed after a peer died, before the collective that waits for it. Read from the end, so
+    a tail of thousands of steps stops at its third-last.
+    """
+    if blob is not None and not any(lit in blob for lit in progress_mod.TRAINING_LITERALS):
+        return
+    found = 0
+    for back, raw in enumerate(reversed(lines)):
+        if not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
+            continue
+        if not _shows_training(strip_prefixes(raw)[0]) and not ("%|" in raw and _shows_training(raw)):
+            continue
+        found += 1
+        if found == WENT_ON_LINES:
+            no = first_no + len(lines) - 1 - back
+            ctx.training_after[sf.rel] = max(no, ctx.training_after.get(sf.rel, 0))
+            return
+
+
 def _training_end(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext) -> None:
     """Note a step counter at its total among a file's last lines: training reached its end.
 
@@ -214,6 +243,7 @@ def absorb_lines(
     training_marks(head, ctx, head_text)
     training_marks(lines, ctx, tail_text)
     _training_end(lines, first_no, sf, ctx)
+    _training_after(lines, first_no, sf, ctx, tail_text)
     _world_size(head, ctx, head_text)
     _rank_tagged(head, ctx, head_text)
     if first is not None or last is not None:

@@ -11,6 +11,7 @@ The verdict is final when :func:`attribute` returns: network localisation is par
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from firstfault.reason.candidates import (
@@ -54,7 +55,7 @@ from firstfault.reason.refine import (
     world_size,
 )
 from firstfault.reason.registration import unregistered
-from firstfault.reason.unrecognised import unrecognised_candidates
+from firstfault.reason.unrecognised import unrecognised_candidates, went_on_from
 from firstfault.vocab import (
     Action,
     CandidateKind,
@@ -75,9 +76,18 @@ def attribute(
 ) -> Verdict:
     """The verdict: the winning hypothesis, its chain, alternatives and confidence, placed on the
     fabric when it is a network fault. Final when returned (the pipeline adds only run statistics)."""
+    kept, passed = went_on_from(corr.unrecognised, inp.training_after)
+    if passed:
+        corr = dataclasses.replace(corr, unrecognised=kept)
+        first = min(passed, key=lambda e: (e.source, e.line))
+        warnings = [
+            *warnings,
+            f"{len(passed)} error line(s) no signature knows were followed by more training, so the job went on "
+            f"from them: not read as its failure (first: {first.source}:{first.line}: {clip(first.text.strip(), 120)})",
+        ]
     cands = candidates(corr, inp)
     if not cands:
-        return _finish(_no_root(corr, inp, warnings), inp)
+        return _finish(_no_root(corr, inp, warnings, went_on=bool(passed)), inp)
     win, rest = _winner(cands, corr, inp)
     world = world_size(corr, inp)
     hyp = hypothesis(win, corr, inp)
@@ -238,7 +248,7 @@ def _summary(head: str, links: Sequence[ChainLink], win: Candidate, seconds: Seq
     return summary
 
 
-def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) -> Verdict:
+def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str], went_on: bool = False) -> Verdict:
     """No candidate: errors nothing places (unknown), NCCL's call trace showing one process calling
     something else (a collective mismatch, see ``reason.nccl_coll``), ranks that never registered
     (a start-up that waits), or no error at all (the job ended well)."""
@@ -282,6 +292,11 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
     else:
         cat, act = Category.NONE, Action.NONE
         summary, conf = _no_failure(inp.events, inp.training_end)
+        if went_on:  # the log has error lines: the job outlived them (a warning names them)
+            summary = summary.replace(
+                "no error in the log, though it does not show the job's end",
+                "the job went on from every error it printed (warnings), though the log does not show its end",
+            )
     links, frac = chain(corr, None, [])
     return Verdict(
         cat,
