@@ -26,6 +26,7 @@ from firstfault.reason.correlate import correlate, place_quoted, place_rankless
 from firstfault.reason.flightrec import fr_events
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.reason.network import peer_hosts
+from firstfault.reason.went_on import demote_went_on
 from firstfault.reason.window import context_of, job_window
 from firstfault.vocab import BundleError, FileKind, Verdict
 
@@ -96,6 +97,7 @@ def _after_parse(
     quoted = place_quoted(now)
     if quoted is not None:
         warnings.append(f"a rank-less error is taken to be rank {quoted}'s: that rank's watchdog quotes it")
+    warnings += demote_went_on(now, pr.ctx.training_after)
     ranks = pr.known_ranks()
     corr = correlate(now, ranks)
     warnings.extend(r.describe() for r in corr.recoveries[:5])
@@ -122,7 +124,6 @@ def _after_parse(
         context=context,
         kernel_logs=bool(bundle.of_kind(FileKind.KERNEL_LOG)),
         training_end=pr.ctx.training_end,
-        training_after=pr.ctx.training_after,
     )
     verdict = attribute(corr, inp, warnings, later=later)
     stats = {

@@ -293,3 +293,21 @@ def test_an_error_line_the_job_went_on_from_is_not_its_failure(tmp_path: Path, l
     assert any("went on from them" in w and line[:30] in w for w in went_on.warnings)
     at_end = analyze_text(tmp_path, "\n".join([*BAR_4225[:2], line, BAR_4225[2]]) + "\n", "end.txt")
     assert str(at_end.category) == "unknown"
+
+
+def test_a_warning_the_job_went_on_from_gives_way_to_the_failure_after_it(tmp_path: Path) -> None:
+    """torch's "Can't initialize NVML" (torch/cuda/__init__.py's warnings.warn) with steps after it
+    did not stop the job: alone it is no failure, and an OOM later is the failure, not the
+    warning. A launcher's warning that it is shutting the workers down keeps its reading."""
+    nvml = "/usr/local/lib/python3.11/site-packages/torch/cuda/__init__.py:953: UserWarning: Can't initialize NVML"
+    oom = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "79.11 GiB of which 1.06 GiB is free."
+    )
+    went_on = [BAR_4225[0], nvml, *BAR_4225[1:]]
+    assert str(analyze_text(tmp_path, "\n".join(went_on) + "\n").category) == "none"
+    assert str(analyze_text(tmp_path, "\n".join([*went_on, oom]) + "\n", "oom.txt").category) == "gpu_oom"
+    hup = "WARNING:torch.distributed.elastic.agent.server.api:Received 1 death signal, shutting down workers"
+    assert (
+        str(analyze_text(tmp_path, "\n".join([BAR_4225[0], hup, *BAR_4225[1:]]) + "\n", "hup.txt").category) != "none"
+    )

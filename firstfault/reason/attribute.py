@@ -11,7 +11,6 @@ The verdict is final when :func:`attribute` returns: network localisation is par
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 from firstfault.reason.candidates import (
@@ -55,7 +54,8 @@ from firstfault.reason.refine import (
     world_size,
 )
 from firstfault.reason.registration import unregistered
-from firstfault.reason.unrecognised import unrecognised_candidates, went_on_from
+from firstfault.reason.unrecognised import unrecognised_candidates
+from firstfault.reason.went_on import WENT_ON
 from firstfault.vocab import (
     Action,
     CandidateKind,
@@ -76,18 +76,9 @@ def attribute(
 ) -> Verdict:
     """The verdict: the winning hypothesis, its chain, alternatives and confidence, placed on the
     fabric when it is a network fault. Final when returned (the pipeline adds only run statistics)."""
-    kept, passed = went_on_from(corr.unrecognised, inp.training_after)
-    if passed:
-        corr = dataclasses.replace(corr, unrecognised=kept)
-        first = min(passed, key=lambda e: (e.source, e.line))
-        warnings = [
-            *warnings,
-            f"{len(passed)} error line(s) no signature knows were followed by more training, so the job went on "
-            f"from them: not read as its failure (first: {first.source}:{first.line}: {clip(first.text.strip(), 120)})",
-        ]
     cands = candidates(corr, inp)
     if not cands:
-        return _finish(_no_root(corr, inp, warnings, went_on=bool(passed)), inp)
+        return _finish(_no_root(corr, inp, warnings), inp)
     win, rest = _winner(cands, corr, inp)
     world = world_size(corr, inp)
     hyp = hypothesis(win, corr, inp)
@@ -248,7 +239,7 @@ def _summary(head: str, links: Sequence[ChainLink], win: Candidate, seconds: Seq
     return summary
 
 
-def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str], went_on: bool = False) -> Verdict:
+def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) -> Verdict:
     """No candidate: errors nothing places (unknown), NCCL's call trace showing one process calling
     something else (a collective mismatch, see ``reason.nccl_coll``), ranks that never registered
     (a start-up that waits), or no error at all (the job ended well)."""
@@ -292,7 +283,7 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str], we
     else:
         cat, act = Category.NONE, Action.NONE
         summary, conf = _no_failure(inp.events, inp.training_end)
-        if went_on:  # the log has error lines: the job outlived them (a warning names them)
+        if any(e.fields.get(WENT_ON) for e in inp.events):  # error lines the job outlived (a warning names them)
             summary = summary.replace(
                 "no error in the log, though it does not show the job's end",
                 "the job went on from every error it printed (warnings), though the log does not show its end",

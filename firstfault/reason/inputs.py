@@ -36,7 +36,6 @@ class ReasoningInput:
     context: list[Event] = field(default_factory=list)  # host evidence outside the job window, or benign
     kernel_logs: bool = False  # the bundle holds a kernel log: an OOM kill would show in it
     training_end: str | None = None  # a rank's progress line at its last step ("step N/N"), as file:line: text
-    training_after: dict[str, int] = field(default_factory=dict)  # file -> line above which training went on
 
 
 def fr_culprits(fr: FRAnalysis | None) -> list[FRCulprit]:

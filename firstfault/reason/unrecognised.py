@@ -118,23 +118,5 @@ def unrecognised_candidates(events: Sequence[Event], limit: int = 5) -> list[Can
     return out
 
 
-def went_on_from(events: Sequence[Event], training_after: dict[str, int]) -> tuple[list[Event], list[Event]]:
-    """``events`` split into those that may have ended the job and those it went on from.
-
-    An error line no signature knows, with training lines still following it in the same file
-    (``parse.facts._training_after``), did not stop the job: its steps went on. Such lines are
-    what healthy runs print on the way (wandb's "ERROR Network error ..., entering retry loop", an
-    LD_PRELOAD that failed, "Exception ignored in" at a loader's exit), so "never silent" must not
-    make them the failure. A known signature keeps its own reading: this is only for the lines no
-    signature knows.
-    """
-    kept: list[Event] = []
-    passed: list[Event] = []
-    for e in events:
-        after = training_after.get(e.source)
-        (passed if after is not None and e.line < after else kept).append(e)
-    return kept, passed
-
-
 def _ranks_text(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks[:8])) + (f", ... ({len(ranks)} ranks)" if len(ranks) > 8 else "")

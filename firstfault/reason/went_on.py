@@ -1,0 +1,70 @@
+"""Errors the job went on from: lines followed by more training are not its failure.
+
+A training step needs every rank in the process group, so steps printed after an error line
+show the job outlived it. Parse notes, per file, the line above which its tail still shows
+``parse.facts.WENT_ON_LINES`` training lines (``ParseContext.training_after``). Before
+correlation, two kinds of line above it are demoted to noise, as a transient that healed is
+(``reason.transients``):
+
+* an error line **no signature knows** (the "never silent" candidates): wandb's "Network error
+  (ConnectionError), entering retry loop.", an LD_PRELOAD that did not load, CPython's
+  "Exception ignored in: ..." at a loader's exit;
+* a known signature of **warning** severity that the process says of its own environment (layers
+  application, framework, driver: torch's "GradScaler is enabled, but CUDA is not available",
+  "Can't initialize NVML", NCCL's RAS version mismatch). A later error is then the failure (an
+  OOM three steps after NVML's warning is the OOM's). The scheduler's and the launcher's warnings
+  (a preemption, a death signal) end jobs, and the kernel's and the fabric's are a host's, whose
+  flapping port is the classic first sign of a later timeout: those keep their readings.
+
+Known errors keep their readings whatever follows them (a failed checkpoint save the job
+survived is still a fault to report). What is demoted is named in a warning, never dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from firstfault.match.unrecognised import UNRECOGNISED
+from firstfault.vocab import Event, Layer, Role, Severity
+from firstfault.vocab.text import clip
+
+OWN_LAYERS = frozenset({Layer.APPLICATION, Layer.FRAMEWORK, Layer.DRIVER})
+WENT_ON = "went_on"  # the field a demoted event carries
+
+
+def went_on_from(events: Sequence[Event], training_after: dict[str, int]) -> list[Event]:
+    """Those of ``events`` that training lines of the same file still follow."""
+    out = []
+    for e in events:
+        after = training_after.get(e.source)
+        if after is not None and e.line < after:
+            out.append(e)
+    return out
+
+
+def demote_went_on(events: Sequence[Event], training_after: dict[str, int]) -> list[str]:
+    """Demote the lines the job went on from to noise; the warnings that name them."""
+    if not training_after:
+        return []
+    unknown = [e for e in events if e.signature == UNRECOGNISED and e.role != Role.NOISE]
+    warned = [
+        e
+        for e in events
+        if e.signature != UNRECOGNISED
+        and e.role == Role.ROOT
+        and e.severity == Severity.WARNING
+        and e.layer in OWN_LAYERS
+    ]
+    notes = []
+    for what, evs in (("error line(s) no signature knows", unknown), ("warning(s) of a known kind", warned)):
+        gone = went_on_from(evs, training_after)
+        for e in gone:
+            e.role = Role.NOISE
+            e.set_field(WENT_ON, "1")
+        if gone:
+            first = min(gone, key=lambda e: (e.source, e.line))
+            notes.append(
+                f"{len(gone)} {what} were followed by more training, so the job went on from them: not read as "
+                f"its failure (first: {first.source}:{first.line}: {clip(first.text.strip(), 120)})"
+            )
+    return notes
