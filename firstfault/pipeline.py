@@ -97,7 +97,7 @@ def _after_parse(
     quoted = place_quoted(now)
     if quoted is not None:
         warnings.append(f"a rank-less error is taken to be rank {quoted}'s: that rank's watchdog quotes it")
-    warnings += demote_went_on(now, pr.ctx.training_after)
+    warnings += demote_went_on(now, pr.ctx.training_after, pr.ctx.training_tagged)
     ranks = pr.known_ranks()
     corr = correlate(now, ranks)
     warnings.extend(r.describe() for r in corr.recoveries[:5])

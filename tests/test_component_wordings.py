@@ -311,3 +311,31 @@ def test_a_warning_the_job_went_on_from_gives_way_to_the_failure_after_it(tmp_pa
     assert (
         str(analyze_text(tmp_path, "\n".join([BAR_4225[0], hup, *BAR_4225[1:]]) + "\n", "hup.txt").category) != "none"
     )
+
+
+def _titan(rank: int, step: int) -> str:
+    """torchtitan's step line (metrics.py MetricsProcessor.log), under torchrun's rank prefix."""
+    return (
+        f"[rank{rank}]:[titan] 2025-01-01 00:00:{step:02d},000 - root - INFO - step: {step:2}  loss: 11.83506  "
+        "grad_norm:  9.6669  memory: 48.87GiB(51.44%)  tps: 4,376  tflops: 253.41  mfu: 25.62%"
+    )
+
+
+def test_a_traceback_the_same_rank_trained_on_from_was_caught(tmp_path: Path) -> None:
+    """A traceback a trainer caught and logged (requests' raise_for_status wording: "502 Server
+    Error: Bad Gateway for url: ...") with the same rank's steps after it is not the failure. A
+    rank's uncaught error followed by its peers' steps still is: a peer prints a step or two
+    before the collective that waits for the dead rank blocks."""
+    tb = [
+        "[rank3]:Traceback (most recent call last):",
+        '[rank3]:  File "/usr/lib/python3.10/site-packages/requests/models.py", line 1021, in raise_for_status',
+        "[rank3]:    raise HTTPError(http_error_msg, response=self)",
+        "[rank3]:requests.exceptions.HTTPError: 502 Server Error: Bad Gateway for url: https://huggingface.co/api/x",
+    ]
+    peers = [_titan(r, 21) for r in (0, 1, 2)]
+    died = analyze_text(tmp_path, "\n".join([_titan(3, 20), *tb, *peers]) + "\n")
+    assert str(died.category) != "none" and died.culprit.ranks == [3]
+    own = [_titan(3, s) for s in (21, 22, 23)]
+    caught = analyze_text(tmp_path, "\n".join([_titan(3, 20), *tb, *peers, *own]) + "\n", "caught.txt")
+    assert str(caught.category) == "none"
+    assert any("a trainer caught" in w for w in caught.warnings)

@@ -126,9 +126,11 @@ class ParseContext:
     training_ts: float | None = None
     # "file:line: text" of a step counter at its total ("step 150/150"): training reached its end
     training_end: str | None = None
-    # file -> the line before which its tail still shows ``facts.WENT_ON_LINES`` training lines:
-    # an error above it is one the job went on from
-    training_after: dict[str, int] = field(default_factory=dict)
+    # (file, rank) -> the line before which the file's tail still shows ``facts.WENT_ON_LINES``
+    # training lines of that rank (rank None: of any rank): an error above it is one the job went
+    # on from; ``training_tagged`` holds the files whose training lines name their rank
+    training_after: dict[tuple[str, int | None], int] = field(default_factory=dict)
+    training_tagged: set[str] = field(default_factory=set)
 
     def progress(self, attempt: int | None = None) -> dict[int, Progress]:
         """Per-rank progress of one attempt (default: the first one seen)."""

@@ -66,32 +66,38 @@ def _shows_training(text: str) -> bool:
 
 
 WENT_ON_LINES = 3  # training lines after an error that show the job went on from it
+WENT_ON_SCAN = 2000  # tail lines read back for them (a tail is PROGRESS_TAIL bytes, ~120 lines)
 
 
 def _training_after(
     lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext, blob: str | None = None
 ) -> None:
-    """Note the line of a file's tail above which ``WENT_ON_LINES`` training lines still follow.
+    """Note, per rank, the line of a file's tail above which ``WENT_ON_LINES`` training lines
+    still follow (``reason.went_on`` reads it).
 
-    An error the job went on from is not the job's failure: a step needs every rank, so steps
-    printed after an error line (wandb's retry loop, an LD_PRELOAD that did not load, a
-    "falling back" import) show the job outlived it. Three lines, not one: a rank's last step can
-    be printed after a peer died, before the collective that waits for it. Read from the end, so
-    a tail of thousands of steps stops at its third-last.
+    An error the job went on from is not the job's failure: steps printed after an error line by
+    the rank that printed it (wandb's retry loop, an LD_PRELOAD that did not load, a traceback a
+    trainer caught and logged) show the rank outlived it. Three lines, not one, and the same
+    rank's where lines name their rank: a peer can print a step or two after a rank died, before
+    the collective that waits for it blocks. Read from the end of the tail.
     """
     if blob is not None and not any(lit in blob for lit in progress_mod.TRAINING_LITERALS):
         return
-    found = 0
-    for back, raw in enumerate(reversed(lines)):
+    found: dict[int | None, int] = {}
+    for back, raw in enumerate(reversed(lines[-WENT_ON_SCAN:])):
         if not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
             continue
-        if not _shows_training(strip_prefixes(raw)[0]) and not ("%|" in raw and _shows_training(raw)):
+        text, local_rank, rank = strip_prefixes(raw)
+        if not _shows_training(text) and not ("%|" in raw and _shows_training(raw)):
             continue
-        found += 1
-        if found == WENT_ON_LINES:
-            no = first_no + len(lines) - 1 - back
-            ctx.training_after[sf.rel] = max(no, ctx.training_after.get(sf.rel, 0))
-            return
+        rank = rank if rank is not None else local_rank
+        if rank is not None:
+            ctx.training_tagged.add(sf.rel)
+        for key in {None, rank}:
+            found[key] = found.get(key, 0) + 1
+            if found[key] == WENT_ON_LINES:
+                no = first_no + len(lines) - 1 - back
+                ctx.training_after[(sf.rel, key)] = max(no, ctx.training_after.get((sf.rel, key), 0))
 
 
 def _training_end(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext) -> None:

@@ -76,8 +76,9 @@ def _merge(into: ParseContext, part: ParseContext) -> None:
     into.job_files |= part.job_files
     into.training_seen = into.training_seen or part.training_seen
     into.job_evidence = into.job_evidence or part.job_evidence
-    for rel, no in part.training_after.items():
-        into.training_after[rel] = max(no, into.training_after.get(rel, 0))
+    for where, no in part.training_after.items():
+        into.training_after[where] = max(no, into.training_after.get(where, 0))
+    into.training_tagged |= part.training_tagged
     if part.training_end is not None and (into.training_end is None or part.training_end < into.training_end):
         into.training_end = part.training_end
     if part.training_ts is not None and (into.training_ts is None or part.training_ts < into.training_ts):

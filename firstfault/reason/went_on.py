@@ -1,14 +1,17 @@
 """Errors the job went on from: lines followed by more training are not its failure.
 
-A training step needs every rank in the process group, so steps printed after an error line
-show the job outlived it. Parse notes, per file, the line above which its tail still shows
-``parse.facts.WENT_ON_LINES`` training lines (``ParseContext.training_after``). Before
-correlation, two kinds of line above it are demoted to noise, as a transient that healed is
+Steps printed after an error line by the rank that printed it show the rank outlived it, and a
+step needs every rank in the process group, so the job did too. Parse notes, per file and rank,
+the line above which the file's tail still shows ``parse.facts.WENT_ON_LINES`` training lines of
+that rank (``ParseContext.training_after``; any rank's in a file whose lines name none). Before
+correlation, three kinds of line above it are demoted to noise, as a transient that healed is
 (``reason.transients``):
 
 * an error line **no signature knows** (the "never silent" candidates): wandb's "Network error
   (ConnectionError), entering retry loop.", an LD_PRELOAD that did not load, CPython's
   "Exception ignored in: ..." at a loader's exit;
+* a Python exception only the **generic** signature reads (``python.exception``): a traceback a
+  trainer caught and logged (an upload to a hub that failed with HTTP 502) before its next step;
 * a known signature of **warning** severity that the process says of its own environment (layers
   application, framework, driver: torch's "GradScaler is enabled, but CUDA is not available",
   "Can't initialize NVML", NCCL's RAS version mismatch). A later error is then the failure (an
@@ -22,7 +25,7 @@ survived is still a fault to report). What is demoted is named in a warning, nev
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 from firstfault.match.unrecognised import UNRECOGNISED
 from firstfault.vocab import Event, Layer, Role, Severity
@@ -32,21 +35,31 @@ OWN_LAYERS = frozenset({Layer.APPLICATION, Layer.FRAMEWORK, Layer.DRIVER})
 WENT_ON = "went_on"  # the field a demoted event carries
 
 
-def went_on_from(events: Sequence[Event], training_after: dict[str, int]) -> list[Event]:
-    """Those of ``events`` that training lines of the same file still follow."""
+GENERIC_EXCEPTION = "python.exception"
+
+
+def went_on_from(
+    events: Sequence[Event], training_after: dict[tuple[str, int | None], int], tagged: Set[str] = frozenset()
+) -> list[Event]:
+    """Those of ``events`` that training lines of the same file (and rank, where the file's
+    training lines name theirs) still follow."""
     out = []
     for e in events:
-        after = training_after.get(e.source)
+        key = (e.source, e.rank if e.rank is not None and e.source in tagged else None)
+        after = training_after.get(key)
         if after is not None and e.line < after:
             out.append(e)
     return out
 
 
-def demote_went_on(events: Sequence[Event], training_after: dict[str, int]) -> list[str]:
+def demote_went_on(
+    events: Sequence[Event], training_after: dict[tuple[str, int | None], int], tagged: Set[str] = frozenset()
+) -> list[str]:
     """Demote the lines the job went on from to noise; the warnings that name them."""
     if not training_after:
         return []
     unknown = [e for e in events if e.signature == UNRECOGNISED and e.role != Role.NOISE]
+    caught = [e for e in events if e.signature == GENERIC_EXCEPTION and e.role == Role.ROOT]
     warned = [
         e
         for e in events
@@ -56,8 +69,13 @@ def demote_went_on(events: Sequence[Event], training_after: dict[str, int]) -> l
         and e.layer in OWN_LAYERS
     ]
     notes = []
-    for what, evs in (("error line(s) no signature knows", unknown), ("warning(s) of a known kind", warned)):
-        gone = went_on_from(evs, training_after)
+    kinds = (
+        ("error line(s) no signature knows", unknown),
+        ("Python exception(s) a trainer caught", caught),
+        ("warning(s) of a known kind", warned),
+    )
+    for what, evs in kinds:
+        gone = went_on_from(evs, training_after, tagged)
         for e in gone:
             e.role = Role.NOISE
             e.set_field(WENT_ON, "1")
