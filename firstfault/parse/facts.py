@@ -79,7 +79,8 @@ def _training_after(
     the rank that printed it (wandb's retry loop, an LD_PRELOAD that did not load, a traceback a
     trainer caught and logged) show the rank outlived it. Three lines, not one, and the same
     rank's where lines name their rank: a peer can print a step or two after a rank died, before
-    the collective that waits for it blocks. Read from the end of the tail.
+    the collective that waits for it blocks. Read from the end of the tail, stopping once every
+    rank seen has its three (a per-rank file after three lines).
     """
     if blob is not None and not any(lit in blob for lit in progress_mod.TRAINING_LITERALS):
         return
@@ -98,6 +99,10 @@ def _training_after(
             if found[key] == WENT_ON_LINES:
                 no = first_no + len(lines) - 1 - back
                 ctx.training_after[(sf.rel, key)] = max(no, ctx.training_after.get((sf.rel, key), 0))
+        if min(found.values()) >= WENT_ON_LINES:
+            # every rank seen so far has its three: a rank that stopped printing earlier is not
+            # looked for further back, and its error keeps its reading (the safe side)
+            return
 
 
 def _training_end(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext) -> None:
