@@ -52,8 +52,8 @@ def training_marks(lines: list[str], ctx: ParseContext, blob: str | None = None)
     for i, raw in enumerate(lines):
         if not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
             continue
-        if not _shows_training(strip_prefixes(raw)[0]) and not ("%|" in raw and _shows_training(raw)):
-            continue  # (the second: a training bar the line was printed onto, which strip_prefixes peels)
+        if not _training_on(raw, strip_prefixes(raw)[0]):
+            continue
         ctx.training_seen = True
         ts = _time_at_or_above(lines, i, ctx)
         if ts is not None and (ctx.training_ts is None or ts < ctx.training_ts):
@@ -63,6 +63,12 @@ def training_marks(lines: list[str], ctx: ParseContext, blob: str | None = None)
 
 def _shows_training(text: str) -> bool:
     return progress_mod.training_line(text) and not progress_mod.SETUP_BAR.search(text)
+
+
+def _training_on(raw: str, text: str) -> bool:
+    """Does line ``raw`` (``text``: without its prefixes) show training? The second test is a
+    training bar the line was printed onto, which ``strip_prefixes`` peels."""
+    return _shows_training(text) or ("%|" in raw and _shows_training(raw))
 
 
 WENT_ON_LINES = 3  # training lines after an error that show the job went on from it
@@ -89,7 +95,7 @@ def _training_after(
         if not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
             continue
         text, local_rank, rank = strip_prefixes(raw)
-        if not _shows_training(text) and not ("%|" in raw and _shows_training(raw)):
+        if not _training_on(raw, text):
             continue
         rank = rank if rank is not None else local_rank
         if rank is not None:

@@ -28,14 +28,12 @@ from __future__ import annotations
 from collections.abc import Sequence, Set
 
 from firstfault.match.unrecognised import UNRECOGNISED
+from firstfault.reason.refine import GENERIC_EXCEPTION
 from firstfault.vocab import Event, Layer, Role, Severity
 from firstfault.vocab.text import clip
 
 OWN_LAYERS = frozenset({Layer.APPLICATION, Layer.FRAMEWORK, Layer.DRIVER})
 WENT_ON = "went_on"  # the field a demoted event carries
-
-
-GENERIC_EXCEPTION = "python.exception"
 
 
 def went_on_from(
