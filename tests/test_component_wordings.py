@@ -280,8 +280,9 @@ BAR_4225 = [
         # wandb's FAQ quotes the line its client prints while the network is down (docs.wandb.ai, "How do I deal
         # with network issues?"); the run goes on, and wandb syncs later
         "wandb: Network error (ConnectionError), entering retry loop.",
-        # CPython's PyErr_WriteUnraisable ("Exception ignored in: <obj>") for the DataLoader's iterator at exit
-        "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f1c2c0d5e50>",
+        # Lightning's batch-size finder after the OOM it caught (src/lightning/pytorch/tuner/batch_size_scaling.py:
+        # rank_zero_info(f"Batch size {batch_size} {desc}, trying batch size {new_size}"), desc "failed")
+        "Batch size 1024 failed, trying batch size 512",
     ],
 )
 def test_an_error_line_the_job_went_on_from_is_not_its_failure(tmp_path: Path, line: str) -> None:
@@ -339,3 +340,79 @@ def test_a_traceback_the_same_rank_trained_on_from_was_caught(tmp_path: Path) ->
     caught = analyze_text(tmp_path, "\n".join([_titan(3, 20), *tb, *peers, *own]) + "\n", "caught.txt")
     assert str(caught.category) == "none"
     assert any("a trainer caught" in w for w in caught.warnings)
+
+
+# CPython's PyErr_WriteUnraisable: "Exception ignored in: <obj>" over the traceback of an exception
+# raised in __del__ at exit (torch's DataLoader iterator after a Lightning run, the wording of many
+# pastes; the assert is multiprocessing/process.py's)
+IGNORED_TB = [
+    "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f2b1c3d4ee0>",
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1479, in __del__',
+    "    self._shutdown_workers()",
+    '  File "/usr/lib/python3.10/multiprocessing/process.py", line 160, in is_alive',
+    "    assert self._parent_pid == os.getpid(), 'can only test a child process'",
+    "AssertionError: can only test a child process",
+]
+
+
+def test_an_exception_cpython_ignored_is_no_failure_even_at_the_end(tmp_path: Path) -> None:
+    """No training need follow: CPython's header says the process went on. The same traceback
+    without the header is still the failure."""
+    v = analyze_text(tmp_path, "\n".join([*BAR_4225, *IGNORED_TB]) + "\n")
+    assert str(v.category) == "none"
+    assert any("CPython printed as ignored" in w for w in v.warnings)
+    raised = analyze_text(tmp_path, "\n".join([*BAR_4225, *IGNORED_TB[1:]]) + "\n", "raised.txt")
+    assert str(raised.category) != "none"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # pytorch/pytorch#121834 (PyTorch 2.3's Conv_v8.cpp: one cuDNN plan skipped, the next one run)
+        "/opt/conda/lib/python3.10/site-packages/torch/autograd/graph.py:744: UserWarning: Plan failed with a "
+        "cudnnException: CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: cudnnFinalize Descriptor Failed cudnn_status: "
+        "CUDNN_STATUS_NOT_SUPPORTED (Triggered internally at /opt/conda/conda-bld/pytorch_1712608935911/work/aten/"
+        "src/ATen/native/cudnn/Conv_v8.cpp:919.)",
+        # NVIDIA/Fuser#2497 (ProcessGroupNCCL's watchdog at a normal exit, LOG(INFO))
+        "[I628 20:15:42.000370615 ProcessGroupNCCL.cpp:1501] [PG  Rank 1] main process destroyed cuda before "
+        "watchdog loop exited, terminating watchdog. (Watchdog caught exception: CUDA error: driver shutting down",
+        # deepspeedai/DeepSpeed op_builder/builder.py probe_is_compatible (import goes on without the op)
+        " [WARNING]  evoformer_attn compatibility check failed (CUDA_HOME does not exist, unable to compile CUDA "
+        "op(s)), treating the op as not compatible",
+        # NeMo's logger at W and DeepSpeed's at INFO (nemo/utils/formatters/base.py; deepspeed/utils/logging.py)
+        "[NeMo W 2025-01-05 10:00:01 exp_manager:123] Failed to save tokenizer",
+        "[2025-01-05 10:00:01,123] [INFO] [engine.py:123:__init__] Could not find the checkpoint, skipping",
+    ],
+)
+def test_benign_lines_of_a_healthy_run_are_not_its_failure(tmp_path: Path, line: str) -> None:
+    """Lines a healthy run prints, in the frameworks' own words: between steps and as the last line."""
+    assert str(analyze_text(tmp_path, "\n".join([*BAR_4225[:2], line, *BAR_4225[2:]]) + "\n").category) == "none"
+    assert str(analyze_text(tmp_path, "\n".join([*BAR_4225, line]) + "\n", "end.txt").category) == "none"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[exiting program after 230.01 minutes] datetime: 2025-01-05 10:00:04 ",  # Megatron --exit-duration-in-mins
+        "[exiting program at iteration 2] datetime: 2026-08-17 11:36:02 ",  # Megatron --exit-interval
+        "[rank0]:[titan] 2025-11-25 19:45:03,885 - root - INFO - Training completed",  # torchtitan trainer.py
+        "Training completed after 10 iterations at 2025-01-05 10:05:01. Total running time: 5min 0s",  # Ray Tune
+    ],
+)
+def test_a_frameworks_planned_end_is_the_jobs_end(tmp_path: Path, line: str) -> None:
+    v = analyze_text(tmp_path, "\n".join([*BAR_4225, line]) + "\n")
+    assert str(v.category) == "none" and "ended well" in v.summary
+
+
+def test_terminal_colour_codes_do_not_hide_a_lines_prefix(tmp_path: Path) -> None:
+    """Ray's log monitor colours its labels even into a file: the label is still peeled."""
+    lines = [
+        "\x1b[36m(RayTrainWorker pid=711)\x1b[0m Traceback (most recent call last):",
+        '\x1b[36m(RayTrainWorker pid=711)\x1b[0m   File "/work/train.py", line 107, in train_loop',
+        "\x1b[36m(RayTrainWorker pid=711)\x1b[0m torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+        "2.00 GiB. GPU 0 has a total capacity of 79.11 GiB of which 1.06 GiB is free.",
+    ]
+    v = analyze_text(tmp_path, "\n".join(lines) + "\n")
+    assert str(v.category) == "gpu_oom"
+    assert v.root_event is not None and v.root_event.text.startswith("torch.OutOfMemoryError")

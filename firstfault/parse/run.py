@@ -33,10 +33,16 @@ from firstfault.vocab.timefmt import year_of
 from firstfault.vocab.topology import Topology
 
 MAX_CONTEXT = 30
+# CPython's header over a traceback it printed and did not raise (an exception in __del__, a
+# finalizer or a callback at exit, "Exception ignored in: <function ...__del__>"): the process went
+# on, so the exception is no failure of it (``reason.went_on``)
+IGNORED = "Exception ignored "
+IGNORED_FIELD = "ignored"  # the field such an exception's event carries
 
 
-def _frames(hit: Hit) -> tuple[str, ...]:
-    """The traceback lines above an exception line, up to its 'Traceback' header.
+def _frames(hit: Hit) -> tuple[tuple[str, ...], bool]:
+    """The traceback lines above an exception line, up to its 'Traceback' header, and whether
+    CPython headed that traceback "Exception ignored in: ..." (``IGNORED``).
 
     Each line loses its launcher prefixes the one way (``vocab.identity.strip_prefixes``), so a
     frame printed by a Ray actor or under ``srun -l`` reads like any other. A paste often starts
@@ -46,16 +52,18 @@ def _frames(hit: Hit) -> tuple[str, ...]:
     """
     above = hit.before(MAX_CONTEXT)
     out: list[str] = []
-    for line in reversed(above):
-        bare = strip_prefixes(line)[0]
+    ignored = False
+    for i in range(len(above) - 1, -1, -1):
+        bare = strip_prefixes(above[i])[0]
         out.append(bare)
         if bare.lstrip().startswith("Traceback (most recent call last)"):  # "[rank0]: Traceback": a space
+            ignored = i > 0 and strip_prefixes(above[i - 1])[0].lstrip().startswith(IGNORED)
             break
     out.reverse()
     if not (out and out[0].lstrip().startswith("Traceback")):
         out = _headless_frames(above, out, hit.text)  # no header: ``out`` holds every line above, peeled
     # the same traceback repeats on thousands of ranks: one copy of each frame line
-    return tuple(sys.intern(x) for x in out)
+    return tuple(sys.intern(x) for x in out), ignored
 
 
 def _label(line: str) -> str:
@@ -230,6 +238,9 @@ def parse_stream(
             ctx.job_evidence = True
             continue
         fields = dict(got.fields)  # hooks and later stages write into an event's own fields
+        frames, ignored = _frames(hit) if got.context_lines else ((), False)
+        if ignored:
+            fields[IGNORED_FIELD] = "1"
         if "cause" in fields:
             _quoted_cause(fields, sf, classifier)
         ev = Event(
@@ -251,7 +262,7 @@ def parse_stream(
             pid=int(fields["pid"]) if fields.get("pid", "").isdigit() else info.pid,
             attempt=sf.attempt,
             fields=fields,
-            context=_frames(hit) if got.context_lines else (),
+            context=frames,
             priority=got.priority,
         )
         hooks.apply(got.hook, ev, hit, ctx)

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence, Set
 
 from firstfault.match.unrecognised import UNRECOGNISED
+from firstfault.parse.run import IGNORED_FIELD
 from firstfault.reason.refine import GENERIC_EXCEPTION
 from firstfault.vocab import Event, Layer, Role, Severity
 from firstfault.vocab.text import clip
@@ -50,12 +51,34 @@ def went_on_from(
     return out
 
 
+def _demote_ignored(events: Sequence[Event]) -> list[str]:
+    """Exceptions CPython printed under "Exception ignored in: ..." are noise wherever they stand.
+
+    Why: CPython prints that header for an exception it could not raise (in ``__del__``, a
+    finalizer, a callback at interpreter exit) and goes on; the process's exit status is not
+    touched. A DataLoader's ``_shutdown_workers`` failing after a run's last line is the common
+    case. No training line need follow: the header itself says the process went on.
+    """
+    gone = [e for e in events if e.fields.get(IGNORED_FIELD) and e.role != Role.NOISE]
+    for e in gone:
+        e.role = Role.NOISE
+        e.set_field(WENT_ON, "1")
+    if not gone:
+        return []
+    first = min(gone, key=lambda e: (e.source, e.line))
+    return [
+        f'{len(gone)} exception(s) CPython printed as ignored ("Exception ignored in: ..."), which no process '
+        f"dies of: not read as the failure (first: {first.source}:{first.line}: {clip(first.text.strip(), 120)})"
+    ]
+
+
 def demote_went_on(
     events: Sequence[Event], training_after: dict[tuple[str, int | None], int], tagged: Set[str] = frozenset()
 ) -> list[str]:
     """Demote the lines the job went on from to noise; the warnings that name them."""
+    notes = _demote_ignored(events)
     if not training_after:
-        return []
+        return notes
     unknown = [e for e in events if e.signature == UNRECOGNISED and e.role != Role.NOISE]
     caught = [e for e in events if e.signature == GENERIC_EXCEPTION and e.role == Role.ROOT]
     warned = [
@@ -66,7 +89,6 @@ def demote_went_on(
         and e.severity == Severity.WARNING
         and e.layer in OWN_LAYERS
     ]
-    notes = []
     kinds = (
         ("error line(s) no signature knows", unknown),
         ("Python exception(s) a trainer caught", caught),
