@@ -118,3 +118,36 @@ def test_stale_host_evidence_is_context_not_the_root(tmp_path: Path) -> None:
 def test_host_fault_inside_the_window_explains_the_rank(tmp_path: Path) -> None:
     v = analyze(_with_dmesg(tmp_path, "in_window"))
     assert str(v.category) == "gpu_hardware" and v.culprit.ranks[:1] == [3] and v.culprit.hosts[:1] == ["node02"]
+
+
+# Ray Train (tools/realjobs/make_ray_set.py): the driver's console of a real TorchTrainer run on a
+# local Ray cluster, with Ray's terminal colour codes as the redirected file holds them.
+
+
+def test_ray_error_snippet_names_the_rank() -> None:
+    v = _v("ray_exception_r2")  # "[Rank 2 Error Snippet]:" over the controller's copy of the KeyError
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [2]
+    assert v.root_event is not None and "KeyError: 6" in v.root_event.text
+
+
+def test_ray_worker_pid_is_placed_by_the_worker_table() -> None:
+    v = _v("ray_segfault_r2")  # "(RayTrainWorker pid=5304)", "- (ip=..., pid=5304) world_rank=2, ..."
+    assert str(v.category) == "process_crash" and v.culprit.ranks[:1] == [2]
+
+
+def test_ray_system_exit_in_a_worker_is_its_failure() -> None:
+    v = _v("ray_exit_r1")  # the worker thread's traceback ends "SystemExit: 3"
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [1]
+
+
+def test_ray_healthy_run_with_its_state_api_warnings_is_not_flagged() -> None:
+    v = _v("ray_healthy_4w")  # PlacementGroupCleaner's "Failed to query ... Continuing to monitor." throughout
+    assert str(v.category) == "none"
+
+
+def test_an_error_above_a_long_consoles_first_steps_was_gone_on_from() -> None:
+    """ray.get timed out twice at start-up and Ray retried; the steps came after, far above the
+    console's tail. The failure is the gloo size mismatch at step 5 (rank 3 sent the odd buffer)."""
+    v = _v("ray_size_mismatch_r3")
+    assert str(v.category) == "collective_mismatch" and v.culprit.ranks[:1] == [3]
+    assert any("went on" in w for w in v.warnings)

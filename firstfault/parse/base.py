@@ -21,7 +21,7 @@ from firstfault.discover import SourceFile
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.vocab import FileKind, TsQuality
-from firstfault.vocab.identity import ELASTIC_PREFIX, RANK_PREFIX, peel_pdsh, peel_quote, strip_prefixes
+from firstfault.vocab.identity import ELASTIC_PREFIX, RANK_PREFIX, RAY_PREFIX, peel_pdsh, peel_quote, strip_prefixes
 from firstfault.vocab.topology import Topology
 
 # The longest text of a line an event keeps: a 100 MB line (a tensor dump) must not become a 100 MB event.
@@ -181,6 +181,8 @@ class SourceParser:
     def strip(self, text: str, info: LineInfo) -> str:
         srun = self.sf.kind in (FileKind.SLURM_OUTPUT, FileKind.LAUNCHER_CONSOLE, FileKind.APP_LOG)
         text = self._strip_pdsh(peel_quote(text), info)
+        if text[:1] == "(" and info.pid is None and (ray := RAY_PREFIX.match(text)):
+            info.pid = int(ray["pid"])  # the worker process Ray's log monitor names (parse.ray maps it to a rank)
         text, local_rank, rank = strip_prefixes(text, srun, pdsh=False)
         if local_rank is not None:
             info.local_rank = local_rank

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from firstfault.discover import SourceFile
 from firstfault.parse import progress as progress_mod
 from firstfault.parse.base import MAX_TEXT, ParseContext, Progress
+from firstfault.parse.ray import worker_rank, worker_ranks
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.vocab import FileKind, settings
 from firstfault.vocab.identity import MPI_PREFIX, RANK_PREFIX, strip_prefixes
+from firstfault.vocab.text import no_ansi
 
 PROGRESS_TAIL = 16 * 1024  # ~120 progress lines: the last step and the recent step times
 END_LINES = 20  # where a file's last step counter is looked for (the end of training, see _training_end)
@@ -76,7 +78,12 @@ WENT_ON_SCAN = 2000  # tail lines read back for them (a tail is PROGRESS_TAIL by
 
 
 def _training_after(
-    lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext, blob: str | None = None
+    lines: list[str],
+    first_no: int,
+    sf: SourceFile,
+    ctx: ParseContext,
+    blob: str | None = None,
+    pids: dict[int, int] | None = None,
 ) -> None:
     """Note, per rank, the line of a file's tail above which ``WENT_ON_LINES`` training lines
     still follow (``reason.went_on`` reads it).
@@ -86,7 +93,8 @@ def _training_after(
     trainer caught and logged) show the rank outlived it. Three lines, not one, and the same
     rank's where lines name their rank: a peer can print a step or two after a rank died, before
     the collective that waits for it blocks. Read from the end of the tail, stopping once every
-    rank seen has its three (a per-rank file after three lines).
+    rank seen has its three (a per-rank file after three lines). ``pids``: Ray Train's worker
+    table (``parse.ray``), which names the rank of a line labelled only with its process.
     """
     if blob is not None and not any(lit in blob for lit in progress_mod.TRAINING_LITERALS):
         return
@@ -98,6 +106,8 @@ def _training_after(
         if not _training_on(raw, text):
             continue
         rank = rank if rank is not None else local_rank
+        if rank is None and pids:
+            rank = worker_rank(raw, pids)
         if rank is not None:
             ctx.training_tagged.add(sf.rel)
         for key in {None, rank}:
@@ -109,6 +119,40 @@ def _training_after(
             # every rank seen so far has its three: a rank that stopped printing earlier is not
             # looked for further back, and its error keeps its reading (the safe side)
             return
+
+
+def _training_below(head: list[str], sf: SourceFile, ctx: ParseContext, blob: str | None, pids: dict[int, int]) -> None:
+    """The head's side of ``_training_after``: a line above a file's first ``WENT_ON_LINES``
+    training lines (of its rank, where they name it) is one the job went on from.
+
+    Why: the tail is read back a few hundred lines only, and a long console (a Ray driver's, with
+    every worker's lines in it) can end far below its last step; an error printed at start-up
+    (a retried request, a timed-out ``ray.get``) with training after it is still one the job
+    outlived. The head is counted from line 1.
+    """
+    if blob is not None and not any(lit in blob for lit in progress_mod.TRAINING_LITERALS):
+        return
+    firsts: dict[int | None, list[int]] = {}
+    for no, raw in enumerate(head, 1):
+        if not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
+            continue
+        text, local_rank, rank = strip_prefixes(raw)
+        if not _training_on(raw, text):
+            continue
+        rank = rank if rank is not None else local_rank
+        if rank is None and pids:
+            rank = worker_rank(raw, pids)
+        if rank is not None:
+            ctx.training_tagged.add(sf.rel)
+        for key in {None, rank}:
+            seen = firsts.setdefault(key, [])
+            if len(seen) < WENT_ON_LINES:
+                seen.append(no)
+                if len(seen) == WENT_ON_LINES:
+                    k = (sf.rel, key)
+                    ctx.training_after[k] = max(seen[0], ctx.training_after.get(k, 0))
+        if len(firsts) == 1 and len(firsts.get(None, ())) == WENT_ON_LINES:
+            return  # three lines naming no rank (a rank's own file, a console of one process): enough
 
 
 def _training_end(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext) -> None:
@@ -219,11 +263,11 @@ def head_and_tail(sf: SourceFile, ctx: ParseContext, total_lines: int, own_progr
     """
     wide = len(ctx.job_files) <= WIDE_HEAD_FILES  # the first files of a bundle: look further for training
     with open(sf.path, "rb") as fh:
-        head_text = fh.read(WIDE_HEAD if wide else SPAN_HEAD).decode("utf-8", "replace")
+        head_text = no_ansi(fh.read(WIDE_HEAD if wide else SPAN_HEAD).decode("utf-8", "replace"))
         head = head_text.splitlines()
         offset = max(0, sf.size - PROGRESS_TAIL)
         fh.seek(offset)
-        data = fh.read(PROGRESS_TAIL).decode("utf-8", "replace")
+        data = no_ansi(fh.read(PROGRESS_TAIL).decode("utf-8", "replace"))
     if len(head) > 1 and sf.size > SPAN_HEAD:
         head = head[:-1]  # the last line may be cut
     lines = data.split("\n")
@@ -260,7 +304,10 @@ def absorb_lines(
     training_marks(head, ctx, head_text)
     training_marks(lines, ctx, tail_text)
     _training_end(lines, first_no, sf, ctx)
-    _training_after(lines, first_no, sf, ctx, tail_text)
+    pids = worker_ranks(head_text, tail_text)
+    _training_after(lines, first_no, sf, ctx, tail_text, pids)
+    if head is not lines:  # a live reader's batch is both, and was just read as a tail
+        _training_below(head, sf, ctx, head_text, pids)
     _world_size(head, ctx, head_text)
     _rank_tagged(head, ctx, head_text)
     if first is not None or last is not None:

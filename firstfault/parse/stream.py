@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import IO, Protocol
 
 from firstfault.vocab import settings
+from firstfault.vocab.text import no_ansi
 
 BLOCK = 4 * 1024 * 1024
 TAIL = 64 * 1024
@@ -66,8 +67,9 @@ class Hit:
 
 
 def _decode(b: bytes) -> str:
-    """A flagged line as text: invalid UTF-8 replaced, the NUL runs of a file hole dropped."""
-    text = b.decode("utf-8", "replace").rstrip("\r")
+    """A flagged line as text: invalid UTF-8 replaced, the NUL runs of a file hole and a
+    terminal's colour codes dropped."""
+    text = no_ansi(b.decode("utf-8", "replace").rstrip("\r"))
     return text.replace("\x00", "") if "\x00" in text else text
 
 

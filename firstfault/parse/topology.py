@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from firstfault.discover import Bundle
 from firstfault.parse.nccl import NcclPlacement, placement_from_events
+from firstfault.parse.ray import learn_from_ray
 from firstfault.vocab import Event, FileKind, settings
 from firstfault.vocab.topology import Topology, normalize_pci
 
@@ -95,8 +96,9 @@ def learn_from_nccl(events: list[Event], topology: Topology) -> NcclPlacement:
 
 
 def learn_topology(events: list[Event], bundle: Bundle, topology: Topology, warnings: list[str]) -> None:
-    """The end of parsing: NCCL's placement fills the gaps, then every rank's events get their place."""
+    """The end of parsing: NCCL's and Ray Train's placement fill the gaps, then every rank's events get their place."""
     learn_from_nccl(events, topology)
+    learn_from_ray(events, topology)
     limit = settings.current().limits.max_world
     if topology.world_size is not None and not 0 < topology.world_size <= limit:
         warnings.append(

@@ -41,7 +41,7 @@ TQDM_BAR = re.compile(r"^[^\[\n]{0,160}?\d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,40}\[
 # Ray's log monitor labels each worker's line with the process that printed it ("(RayTrainWorker
 # pid=1584) ", "(pid=34272, ip=10.0.0.3) ", ray/_private/log_monitor.py / worker.py print_logs):
 # a process, not a rank, so it is peeled for what follows (an exception line, a launcher's prefix).
-RAY_PREFIX = re.compile(r"^\((?:[A-Za-z_][\w.:-]* )?pid=\d+(?:, ip=[\w.:-]+)?\) ")
+RAY_PREFIX = re.compile(r"^\((?:[A-Za-z_][\w.:-]* )?pid=(?P<pid>\d+)(?:, ip=[\w.:-]+)?\) ")
 
 
 def peel_quote(text: str) -> str:

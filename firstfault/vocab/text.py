@@ -6,6 +6,18 @@ mid-word reads as a different line; the vocabulary is what both layers may impor
 
 from __future__ import annotations
 
+import re
+
+# A terminal's colour and cursor codes ("\x1b[36m(RayTrainWorker pid=N)\x1b[0m ..."): Ray's log
+# monitor, DeepSpeed's "[WARNING]" and NeMo's level tags print them even into a file, and a prefix
+# or a pattern anchored at a line's start must not see them (ECMA-48 CSI: ESC [ params letter).
+_ANSI_CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def no_ansi(text: str) -> str:
+    """``text`` without terminal escape codes (unchanged, and no regex run, when it has none)."""
+    return _ANSI_CSI.sub("", text) if "\x1b" in text else text
+
 
 def clip(text: str, limit: int) -> str:
     """At most ``limit`` characters, cut at a word boundary with an ellipsis, never mid-word."""
