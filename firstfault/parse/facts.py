@@ -10,6 +10,7 @@ by batch (``absorb_lines``); the event stream is another pass with other costs.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from firstfault.discover import SourceFile
@@ -73,6 +74,26 @@ def _training_on(raw: str, text: str) -> bool:
     return _shows_training(text) or ("%|" in raw and _shows_training(raw))
 
 
+def _trained(
+    numbered: Iterable[tuple[int, str]], sf: SourceFile, ctx: ParseContext, pids: dict[int, int] | None
+) -> Iterator[tuple[int, int | None]]:
+    """The training lines among ``numbered`` (index, line), each with whose it is: the rank its
+    prefix names, else its local rank, else the rank Ray Train's worker table (``pids``) gives its
+    process. A file whose training lines name a rank is noted as tagged."""
+    for i, raw in numbered:
+        if not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
+            continue
+        text, local_rank, rank = strip_prefixes(raw)
+        if not _training_on(raw, text):
+            continue
+        rank = rank if rank is not None else local_rank
+        if rank is None and pids:
+            rank = worker_rank(raw, pids)
+        if rank is not None:
+            ctx.training_tagged.add(sf.rel)
+        yield i, rank
+
+
 WENT_ON_LINES = 3  # training lines after an error that show the job went on from it
 WENT_ON_SCAN = 2000  # tail lines read back for them (a tail is PROGRESS_TAIL bytes, ~120 lines)
 
@@ -99,17 +120,7 @@ def _training_after(
     if blob is not None and not any(lit in blob for lit in progress_mod.TRAINING_LITERALS):
         return
     found: dict[int | None, int] = {}
-    for back, raw in enumerate(reversed(lines[-WENT_ON_SCAN:])):
-        if not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
-            continue
-        text, local_rank, rank = strip_prefixes(raw)
-        if not _training_on(raw, text):
-            continue
-        rank = rank if rank is not None else local_rank
-        if rank is None and pids:
-            rank = worker_rank(raw, pids)
-        if rank is not None:
-            ctx.training_tagged.add(sf.rel)
+    for back, rank in _trained(enumerate(reversed(lines[-WENT_ON_SCAN:])), sf, ctx, pids):
         for key in {None, rank}:
             found[key] = found.get(key, 0) + 1
             if found[key] == WENT_ON_LINES:
@@ -133,17 +144,7 @@ def _training_below(head: list[str], sf: SourceFile, ctx: ParseContext, blob: st
     if blob is not None and not any(lit in blob for lit in progress_mod.TRAINING_LITERALS):
         return
     firsts: dict[int | None, list[int]] = {}
-    for no, raw in enumerate(head, 1):
-        if not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
-            continue
-        text, local_rank, rank = strip_prefixes(raw)
-        if not _training_on(raw, text):
-            continue
-        rank = rank if rank is not None else local_rank
-        if rank is None and pids:
-            rank = worker_rank(raw, pids)
-        if rank is not None:
-            ctx.training_tagged.add(sf.rel)
+    for no, rank in _trained(enumerate(head, 1), sf, ctx, pids):
         for key in {None, rank}:
             seen = firsts.setdefault(key, [])
             if len(seen) < WENT_ON_LINES:

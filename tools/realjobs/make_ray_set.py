@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from make_set import fault_args, truth_record  # the sibling script (tools/realjobs/ is on sys.path when run)
+
 HERE = Path(__file__).resolve().parent
 # (name, fault, rank, step, expected category, culprit ranks, action, extra)
 CASES: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
@@ -59,29 +61,16 @@ CASES_2: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
 
 
 def run_case(out: Path, case: tuple, python: str) -> Path:
-    name, fault, rank, step, cat, culprits, action, extra = case
+    name, fault, rank, step, _cat, _culprits, _action, extra = case
     d = out / name
     d.mkdir(parents=True, exist_ok=True)
     workers = int(extra.get("workers", 4))
     argv = [
         python,
         str(HERE / "ray_train.py"),
-        "--fault",
-        fault,
-        "--rank",
-        str(rank),
-        "--step",
-        str(step),
-        "--steps",
-        str(extra.get("steps", 20)),
+        *fault_args(fault, rank, step, extra, d),
         "--workers",
         str(workers),
-        "--timeout",
-        str(extra.get("timeout", 15.0)),
-        "--style",
-        str(extra.get("style", "logging")),
-        "--data",
-        str(d / "no-such-data"),
         "--storage",
         str(d / ".results"),
     ]
@@ -92,19 +81,8 @@ def run_case(out: Path, case: tuple, python: str) -> Path:
             rc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, timeout=300).returncode
         except subprocess.TimeoutExpired:
             rc = -9
-    truth = {
-        "schema": "firstfault.truth/v1",
-        "fault": fault,
-        "culprit_ranks": culprits,
-        "step": step,
-        "expected_category": cat,
-        "expected_action": action,
-        "nproc": workers,
-        "exit_code": rc,
-        "duration_s": round(time.monotonic() - t0, 1),
-        "command": argv,
-        "generator": "tools/realjobs/make_ray_set.py (a real local Ray cluster; independent of firstfault_sim)",
-    }
+    truth = truth_record(case, workers, rc, time.monotonic() - t0, argv)
+    truth["generator"] = "tools/realjobs/make_ray_set.py (a real local Ray cluster; independent of firstfault_sim)"
     (d / "truth.json").write_text(json.dumps(truth, indent=1))
     subprocess.run(["rm", "-rf", str(d / ".results")], check=False)
     return d

@@ -118,25 +118,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
-    name, fault, rank, step, cat, culprits, action, extra = case
-    d = out / name
-    d.mkdir(parents=True, exist_ok=True)
-    nproc = int(extra.get("nproc", 4))
-    torchrun = [sys.executable, "-m", "torch.distributed.run"]
-    argv = [
-        *torchrun,
-        "--nproc-per-node",
-        str(nproc),
-        "--master-port",
-        str(free_port()),
-        "--max-restarts",
-        str(extra.get("max_restarts", 0)),
-    ]
-    if keep_logdir:
-        argv += ["--log-dir", str(d / "logs"), "--tee", "3"]
-    argv += [
-        str(HERE / "train.py"),
+def fault_args(fault: str, rank: int, step: int, extra: dict[str, object], d: Path) -> list[str]:
+    """The arguments every job script here takes: the fault, where and when it hits, the run's
+    length, its process-group timeout, its logging style and a data folder that does not exist."""
+    return [
         "--fault",
         fault,
         "--rank",
@@ -152,6 +137,43 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
         "--data",
         str(d / "no-such-data"),
     ]
+
+
+def truth_record(case: tuple, nproc: int, rc: int, took_s: float, argv: list[str]) -> dict[str, object]:
+    """The label of a case, from its injection, written before firstfault sees the bundle."""
+    _name, fault, _rank, step, cat, culprits, action, _extra = case
+    return {
+        "schema": "firstfault.truth/v1",
+        "fault": fault,
+        "culprit_ranks": culprits,
+        "step": step,
+        "expected_category": cat,
+        "expected_action": action,
+        "nproc": nproc,
+        "exit_code": rc,
+        "duration_s": round(took_s, 1),
+        "command": argv,
+    }
+
+
+def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
+    name, fault, rank, step, _cat, _culprits, _action, extra = case
+    d = out / name
+    d.mkdir(parents=True, exist_ok=True)
+    nproc = int(extra.get("nproc", 4))
+    torchrun = [sys.executable, "-m", "torch.distributed.run"]
+    argv = [
+        *torchrun,
+        "--nproc-per-node",
+        str(nproc),
+        "--master-port",
+        str(free_port()),
+        "--max-restarts",
+        str(extra.get("max_restarts", 0)),
+    ]
+    if keep_logdir:
+        argv += ["--log-dir", str(d / "logs"), "--tee", "3"]
+    argv += [str(HERE / "train.py"), *fault_args(fault, rank, step, extra, d)]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     env.update(extra.get("env", {}))  # type: ignore[arg-type]
     t0 = time.time()
@@ -164,20 +186,9 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
             time.sleep(3)
             os.killpg(p.pid, signal.SIGKILL)
             rc = p.wait()
-    truth = {
-        "schema": "firstfault.truth/v1",
-        "fault": fault,
-        "culprit_ranks": culprits,
-        "step": step,
-        "expected_category": cat,
-        "expected_action": action,
-        "nproc": nproc,
-        "exit_code": rc,
-        "duration_s": round(time.time() - t0, 1),
-        "command": argv,
-        "env": extra.get("env", {}),
-        "generator": "tools/realjobs/make_set.py (independent of firstfault_sim)",
-    }
+    truth = truth_record(case, nproc, rc, time.time() - t0, argv)
+    truth["env"] = extra.get("env", {})
+    truth["generator"] = "tools/realjobs/make_set.py (independent of firstfault_sim)"
     (d / "truth.json").write_text(json.dumps(truth, indent=1))
     return d
 
