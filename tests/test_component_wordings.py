@@ -416,3 +416,25 @@ def test_terminal_colour_codes_do_not_hide_a_lines_prefix(tmp_path: Path) -> Non
     v = analyze_text(tmp_path, "\n".join(lines) + "\n")
     assert str(v.category) == "gpu_oom"
     assert v.root_event is not None and v.root_event.text.startswith("torch.OutOfMemoryError")
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "[rank: 2] ",  # lightning_utilities rank_prefixed_message: f"[rank: {rank}] {message}"
+        "[rank=2] ",  # NVIDIA-NeMo/Speech#14938's per-rank lines ("[rank=2] 2025-10-15 23:16:43,408 - WARNING - ...")
+    ],
+)
+def test_a_rank_prefix_in_lightnings_and_trainers_own_form_names_the_rank(tmp_path: Path, prefix: str) -> None:
+    oom = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "79.11 GiB of which 1.06 GiB is free."
+    )
+    v = analyze_text(tmp_path, "\n".join([*BAR_4225, prefix + oom]) + "\n")
+    assert str(v.category) == "gpu_oom" and v.culprit.ranks[:1] == [2]
+    warned = [
+        f"[rank={r}] 2025-10-15 23:16:43,408 - WARNING - Skipping execution of on_train_start because OneLogger "
+        "is not enabled."
+        for r in (1, 2, 3)
+    ]
+    assert str(analyze_text(tmp_path, "\n".join(warned) + "\n", "warned.txt").category) == "none"

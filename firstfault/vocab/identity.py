@@ -15,8 +15,10 @@ import re
 
 # torchrun --tee / --log-line-prefix-template default: "[default3]:" (role name + local rank)
 ELASTIC_PREFIX = re.compile(r"^\[(?!rank\d)(?P<role>[A-Za-z_][\w-]*?)(?P<lr>\d+)\]:")
-# torch's c10 logger and distributed errors: "[rank3]:" (global rank)
-RANK_PREFIX = re.compile(r"^\[rank(?P<rank>\d+)\]:")
+# torch's c10 logger and distributed errors: "[rank3]:" (global rank); Lightning's rank-prefixed
+# messages, "[rank: 1] " (lightning_utilities rank_prefixed_message: f"[rank: {rank}] {message}");
+# the "[rank=2] " many trainers print before a rank's own log lines
+RANK_PREFIX = re.compile(r"^\[rank(?:(?P<rank>\d+)\]:|(?:=|: )(?P<rank_eq>\d+)\] )")
 # srun -l / --label: "3: " (global task id), padded with spaces for wide jobs
 SRUN_PREFIX = re.compile(r"^\s*(?P<task>\d{1,6}): ")
 # mpirun --tag-output (Open MPI orte/mca/iof: "[%s,%d]<%s>:" job id, vpid, stream), after an optional
@@ -82,7 +84,7 @@ def strip_prefixes(text: str, srun: bool = True, pdsh: bool = True) -> tuple[str
         text = text[m2.end() :]
     m3 = RANK_PREFIX.match(text)
     if m3:
-        rank = int(m3["rank"])
+        rank = int(m3["rank"] or m3["rank_eq"])
         end = m3.end() + 1 if text[m3.end() : m3.end() + 1] == " " else m3.end()
         text = text[end:]
     return text, local_rank, rank
