@@ -152,8 +152,10 @@ def _training_below(head: list[str], sf: SourceFile, ctx: ParseContext, blob: st
                 if len(seen) == WENT_ON_LINES:
                     k = (sf.rel, key)
                     ctx.training_after[k] = max(seen[0], ctx.training_after.get(k, 0))
-        if len(firsts) == 1 and len(firsts.get(None, ())) == WENT_ON_LINES:
-            return  # three lines naming no rank (a rank's own file, a console of one process): enough
+        if all(len(seen) == WENT_ON_LINES for seen in firsts.values()):
+            # every rank seen so far has its three (a rank's own file, a console of one process): as
+            # the tail's scan, a rank that starts printing later is not looked for (the safe side)
+            return
 
 
 def _training_end(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext) -> None:
@@ -307,7 +309,8 @@ def absorb_lines(
     _training_end(lines, first_no, sf, ctx)
     pids = worker_ranks(head_text, tail_text)
     _training_after(lines, first_no, sf, ctx, tail_text, pids)
-    if head is not lines:  # a live reader's batch is both, and was just read as a tail
+    if first_no > 1 and head is not lines:
+        # only where the tail read does not reach the file's top (a live reader's batch is both)
         _training_below(head, sf, ctx, head_text, pids)
     _world_size(head, ctx, head_text)
     _rank_tagged(head, ctx, head_text)
