@@ -15,6 +15,7 @@ gaps and never overwrite a rank a line's own prefix gave.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import defaultdict
 
 from firstfault.vocab import Event
@@ -51,8 +52,13 @@ def worker_rank(raw: str, pids: dict[int, int]) -> int | None:
 def learn_from_ray(events: list[Event], topology: Topology) -> None:
     """Give Ray Train workers' events their world rank (by the pid Ray's label or the raylet's
     death report names), and a snippet's error its rank."""
-    table = [e for e in events if e.signature == WORKER_RANK]
-    heads = [e for e in events if e.signature == ERROR_SNIPPET]
+    table: list[Event] = []
+    heads: list[Event] = []
+    for e in events:  # one pass: this runs on every bundle, of hundreds of thousands of events
+        if e.signature == WORKER_RANK:
+            table.append(e)
+        elif e.signature == ERROR_SNIPPET:
+            heads.append(e)
     if not table and not heads:
         return
     pid_rank: dict[int, int] = {}
@@ -84,13 +90,14 @@ def _place_snippets(events: list[Event], heads: list[Event]) -> None:
         by_file[h.source].append(h)
     for hs in by_file.values():
         hs.sort(key=lambda h: h.line)
+    lines = {src: [h.line for h in hs] for src, hs in by_file.items()}
     for e in events:
         if e.rank is not None or e.signature == ERROR_SNIPPET or e.source not in by_file:
             continue
-        above = [h for h in by_file[e.source] if h.line < e.line]
-        if not above:
+        i = bisect_left(lines[e.source], e.line)  # the headers above e: those before index i
+        if not i:
             continue
-        h = above[-1]
+        h = by_file[e.source][i - 1]
         ranks = h.fields.get("snippet_ranks", "")
         if e.line - h.line <= SNIPPET_LINES and ranks.isdigit():
             e.rank = int(ranks)

@@ -60,16 +60,23 @@ def _demote_ignored(events: Sequence[Event]) -> list[str]:
     case. No training line need follow: the header itself says the process went on.
     """
     gone = [e for e in events if e.fields.get(IGNORED_FIELD) and e.role != Role.NOISE]
+    note = _demote(
+        gone,
+        'exception(s) CPython printed as ignored ("Exception ignored in: ..."), which no process dies of: '
+        "not read as the failure",
+    )
+    return [note] if note else []
+
+
+def _demote(gone: Sequence[Event], why: str) -> str | None:
+    """Demote ``gone`` to noise (marked as gone on from); the warning naming them, first one quoted."""
     for e in gone:
         e.role = Role.NOISE
         e.set_field(WENT_ON, "1")
     if not gone:
-        return []
+        return None
     first = min(gone, key=lambda e: (e.source, e.line))
-    return [
-        f'{len(gone)} exception(s) CPython printed as ignored ("Exception ignored in: ..."), which no process '
-        f"dies of: not read as the failure (first: {first.source}:{first.line}: {clip(first.text.strip(), 120)})"
-    ]
+    return f"{len(gone)} {why} (first: {first.source}:{first.line}: {clip(first.text.strip(), 120)})"
 
 
 def demote_went_on(
@@ -95,14 +102,10 @@ def demote_went_on(
         ("warning(s) of a known kind", warned),
     )
     for what, evs in kinds:
-        gone = went_on_from(evs, training_after, tagged)
-        for e in gone:
-            e.role = Role.NOISE
-            e.set_field(WENT_ON, "1")
-        if gone:
-            first = min(gone, key=lambda e: (e.source, e.line))
-            notes.append(
-                f"{len(gone)} {what} were followed by more training, so the job went on from them: not read as "
-                f"its failure (first: {first.source}:{first.line}: {clip(first.text.strip(), 120)})"
-            )
+        note = _demote(
+            went_on_from(evs, training_after, tagged),
+            f"{what} were followed by more training, so the job went on from them: not read as its failure",
+        )
+        if note:
+            notes.append(note)
     return notes
