@@ -1,0 +1,182 @@
+"""Build a labelled set of real PyTorch Lightning and Hugging Face Accelerate jobs (gloo on CPU).
+
+    python tools/realjobs/make_frameworks_set.py OUT [--only CASE ...] [--python PY] [--set 2] [--jobs 2]
+
+Each case is one real job of ``frameworks_train.py``: Lightning's own DDP launcher
+(``Trainer(strategy="ddp")``, which starts the other ranks itself) or ``accelerate launch`` (which
+starts torchrun). The bundle is the console as a terminal shows it (``console.log``), which is
+what people paste, plus ``truth.json``, labelled from the injection and written before firstfault
+sees the bundle. Labels follow the torchrun set's (``make_set.py``): a bare SIGKILL with no kernel
+log is a suspected host OOM; a rank that stops in a collective is a hang on that rank. Kept
+outside the repository (bundles are not committed). ``--python``: an interpreter with torch,
+``lightning`` and ``accelerate`` (neither is one of firstfault's dependencies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from make_set import fault_args, free_port, truth_record  # the sibling script (tools/realjobs/ is on sys.path)
+
+HERE = Path(__file__).resolve().parent
+Case = tuple[str, str, int, int, str, list[int], str, dict[str, object]]
+# (name, fault, rank, step, expected category, culprit ranks, action, extra); extra["fw"] picks the framework
+CASES: list[Case] = [
+    ("pl_healthy_4r", "none", 0, 0, "none", [], "none", {"fw": "lightning"}),
+    ("pl_exception_r2", "exception", 2, 6, "application_error", [2], "stop", {"fw": "lightning"}),
+    (
+        "pl_exception_r0_print",
+        "exception",
+        0,
+        4,
+        "application_error",
+        [0],
+        "stop",
+        {"fw": "lightning", "style": "print"},
+    ),
+    ("pl_missing_file_all", "missing_file_all", 0, 0, "configuration", [], "stop", {"fw": "lightning"}),
+    ("pl_import_2r", "import", 0, 0, "configuration", [], "stop", {"fw": "lightning", "workers": 2}),
+    ("pl_divisible", "divisible", 0, 0, "configuration", [], "stop", {"fw": "lightning"}),
+    ("pl_sigkill_r1", "sigkill", 1, 5, "host_oom", [1], "stop", {"fw": "lightning"}),
+    ("pl_segfault_r3", "segfault", 3, 4, "process_crash", [3], "restart", {"fw": "lightning", "style": "print"}),
+    ("pl_exit_r1", "exit", 1, 6, "application_error", [1], "stop", {"fw": "lightning"}),
+    ("pl_hang_r2", "hang", 2, 5, "hang", [2], "restart", {"fw": "lightning", "timeout": 20.0}),
+    ("pl_size_mismatch_r3", "size_mismatch", 3, 4, "collective_mismatch", [3], "stop", {"fw": "lightning"}),
+    ("pl_nan_r1", "nan_one", 1, 7, "numerical", [1], "stop", {"fw": "lightning", "style": "print"}),
+    ("acc_healthy_4r", "none", 0, 0, "none", [], "none", {"fw": "accelerate"}),
+    ("acc_exception_r1", "exception", 1, 5, "application_error", [1], "stop", {"fw": "accelerate"}),
+    (
+        "acc_exception_r3_print",
+        "exception",
+        3,
+        3,
+        "application_error",
+        [3],
+        "stop",
+        {"fw": "accelerate", "style": "print"},
+    ),
+    ("acc_missing_file_all", "missing_file_all", 0, 0, "configuration", [], "stop", {"fw": "accelerate"}),
+    ("acc_import", "import", 0, 0, "configuration", [], "stop", {"fw": "accelerate", "style": "print"}),
+    ("acc_divisible", "divisible", 0, 0, "configuration", [], "stop", {"fw": "accelerate"}),
+    ("acc_sigkill_r2", "sigkill", 2, 4, "host_oom", [2], "stop", {"fw": "accelerate"}),
+    ("acc_segfault_r0", "segfault", 0, 5, "process_crash", [0], "restart", {"fw": "accelerate"}),
+    ("acc_exit_r3", "exit", 3, 4, "application_error", [3], "stop", {"fw": "accelerate", "style": "print"}),
+    ("acc_hang_r1", "hang", 1, 4, "hang", [1], "restart", {"fw": "accelerate", "timeout": 20.0}),
+    ("acc_size_mismatch_r2", "size_mismatch", 2, 5, "collective_mismatch", [2], "stop", {"fw": "accelerate"}),
+    ("acc_nan_all", "nan_all", 0, 6, "numerical", [], "stop", {"fw": "accelerate"}),
+]
+
+# A second set: the same fault families with other sizes, ranks, steps and styles, generated after
+# the rules for the first were written, to measure them on runs they were not tuned on.
+CASES_2: list[Case] = [
+    ("plb_healthy_3r_print", "none", 0, 0, "none", [], "none", {"fw": "lightning", "workers": 3, "style": "print"}),
+    ("plb_exception_r1_3r", "exception", 1, 7, "application_error", [1], "stop", {"fw": "lightning", "workers": 3}),
+    ("plb_sigkill_r0_2r", "sigkill", 0, 3, "host_oom", [0], "stop", {"fw": "lightning", "workers": 2}),
+    ("plb_hang_r3", "hang", 3, 3, "hang", [3], "restart", {"fw": "lightning", "timeout": 20.0, "style": "print"}),
+    (
+        "plb_size_mismatch_r1_3r",
+        "size_mismatch",
+        1,
+        6,
+        "collective_mismatch",
+        [1],
+        "stop",
+        {"fw": "lightning", "workers": 3},
+    ),
+    (
+        "plb_missing_file_3r",
+        "missing_file_all",
+        0,
+        0,
+        "configuration",
+        [],
+        "stop",
+        {"fw": "lightning", "workers": 3, "style": "print"},
+    ),
+    ("accb_healthy_2r_print", "none", 0, 0, "none", [], "none", {"fw": "accelerate", "workers": 2, "style": "print"}),
+    (
+        "accb_exception_r2_3r",
+        "exception",
+        2,
+        4,
+        "application_error",
+        [2],
+        "stop",
+        {"fw": "accelerate", "workers": 3, "style": "print"},
+    ),
+    ("accb_sigkill_r3", "sigkill", 3, 6, "host_oom", [3], "stop", {"fw": "accelerate"}),
+    ("accb_segfault_r1_3r", "segfault", 1, 3, "process_crash", [1], "restart", {"fw": "accelerate", "workers": 3}),
+    ("accb_nan_r2", "nan_one", 2, 5, "numerical", [2], "stop", {"fw": "accelerate"}),
+    ("accb_divisible_2r", "divisible", 0, 0, "configuration", [], "stop", {"fw": "accelerate", "workers": 2}),
+]
+
+
+def command(case: Case, python: str, d: Path) -> list[str]:
+    _name, fault, rank, step, _cat, _culprits, _action, extra = case
+    # A loaded machine takes longer than torch's 15 s to start four framework processes (rank 0's
+    # store is not up in time): a minute, except where the hang cases set their own.
+    extra = {"timeout": 60.0, **extra}
+    workers = str(extra.get("workers", 4))
+    script = [
+        str(HERE / "frameworks_train.py"),
+        "--framework",
+        str(extra["fw"]),
+        *fault_args(fault, rank, step, extra, d),
+    ]
+    script += ["--root", str(d / ".root")]
+    if extra["fw"] == "lightning":
+        return [python, *script, "--workers", workers]
+    accelerate = [python, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", workers]
+    accelerate += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    return [*accelerate, "--main_process_port", str(free_port()), *script]
+
+
+def run_case(out: Path, case: Case, python: str) -> Path:
+    d = out / case[0]
+    d.mkdir(parents=True, exist_ok=True)
+    argv = command(case, python, d)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", MASTER_PORT=str(free_port()))
+    t0 = time.monotonic()
+    with (d / "console.log").open("wb") as con:
+        p = subprocess.Popen(argv, stdout=con, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            rc = p.wait(timeout=240)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGTERM)
+            time.sleep(3)
+            os.killpg(p.pid, signal.SIGKILL)
+            rc = p.wait()
+    truth = truth_record(case, int(case[7].get("workers", 4)), rc, time.monotonic() - t0, argv)
+    truth["framework"] = case[7]["fw"]
+    truth["generator"] = (
+        "tools/realjobs/make_frameworks_set.py (real Lightning / Accelerate jobs; independent of firstfault_sim)"
+    )
+    (d / "truth.json").write_text(json.dumps(truth, indent=1))
+    subprocess.run(["rm", "-rf", str(d / ".root")], check=False)
+    return d
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("out", type=Path)
+    p.add_argument("--only", nargs="*")
+    p.add_argument("--python", default=sys.executable)
+    p.add_argument("--set", choices=("1", "2"), default="1", help="2: the second set (CASES_2)")
+    p.add_argument("--jobs", type=int, default=2)
+    a = p.parse_args()
+    cases = [c for c in (CASES if a.set == "1" else CASES_2) if not a.only or c[0] in a.only]
+    with ThreadPoolExecutor(a.jobs) as ex:
+        for d in ex.map(lambda c: run_case(a.out, c, a.python), cases):
+            print(d.name, json.loads((d / "truth.json").read_text())["exit_code"], flush=True)
+
+
+if __name__ == "__main__":
+    main()
