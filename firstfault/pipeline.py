@@ -22,7 +22,7 @@ from firstfault.parse.result import ParseResult
 from firstfault.parse.run import parse_bundle
 from firstfault.reason.attribute import attribute
 from firstfault.reason.configuration import TrainingSeen
-from firstfault.reason.correlate import correlate, place_quoted, place_rankless
+from firstfault.reason.correlate import correlate, place_on_lost, place_quoted, place_rankless
 from firstfault.reason.flightrec import fr_events
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.reason.network import peer_hosts
@@ -93,6 +93,12 @@ def _after_parse(
     if placed is not None:
         warnings.append(
             f"the console's rank-less traceback is taken to be rank {placed}'s: the only rank that failed on its own"
+        )
+    lost = place_on_lost(now, topo.world_size)
+    if lost is not None:
+        warnings.append(
+            f"the console's rank-less error lines are taken to be rank {lost}'s: the only rank its peers lost "
+            "that printed no error"
         )
     quoted = place_quoted(now)
     if quoted is not None:

@@ -151,3 +151,26 @@ def test_an_error_above_a_long_consoles_first_steps_was_gone_on_from() -> None:
     v = _v("ray_size_mismatch_r3")
     assert str(v.category) == "collective_mismatch" and v.culprit.ranks[:1] == [3]
     assert any("went on" in w for w in v.warnings)
+
+
+def test_the_rank_its_peers_lost_owns_the_rankless_error_before_them() -> None:
+    """Lightning's launcher, a plain logging format: rank 1 logs an ERROR and calls sys.exit(3);
+    ranks 0, 2 and 3 then lose their connections to it. No line names rank 1."""
+    v = _v("pl_exit_r1")
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [1]
+    assert v.root_event is not None and "validation data is empty" in v.root_event.text
+    assert any("printed an error before it left" in r for r in v.reasons)
+
+
+def test_an_unprefixed_abort_is_the_lost_ranks_and_names_its_sender() -> None:
+    """Lightning's launcher: gloo's ``terminate called``/``what():`` reach stderr without the
+    ``[rankN]:`` prefix; ranks 0, 1 and 3 lose their connections, so the abort is rank 2's, the
+    receiver, and rank 3 sent the odd buffer."""
+    v = _v("pl_size_mismatch_r3")
+    assert str(v.category) == "collective_mismatch" and v.culprit.ranks[:2] == [3, 2]
+    assert any("taken to be rank 2's" in w for w in v.warnings)
+
+
+def test_lightning_healthy_run_is_not_flagged() -> None:
+    v = _v("pl_healthy_4r")  # the SLURM hint, a Tip, deprecation warnings; "`Trainer.fit` stopped"
+    assert str(v.category) == "none"

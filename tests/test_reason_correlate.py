@@ -10,7 +10,7 @@ from stage_events import ev
 
 from firstfault.reason.attribute import attribute
 from firstfault.reason.configuration import TrainingSeen
-from firstfault.reason.correlate import correlate, host_explains
+from firstfault.reason.correlate import correlate, host_explains, place_on_lost
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.vocab import CandidateKind, Category, Layer, Role, Severity
 
@@ -293,3 +293,33 @@ def test_one_call_of_two_kinds_conflicts_only_within_one_group() -> None:
     assert conflicting_collective([wd(0, "ALLREDUCE", pg_id="0"), wd(1, "BROADCAST", pg_id="2")]) is None
     assert conflicting_collective([wd(0, "ALLREDUCE"), wd(1, "BROADCAST", timeout_ms="1800000")]) is None
     assert conflicting_collective([wd(0, "ALLREDUCE"), wd(5, "BROADCAST", pg_rank="1")]) is None
+
+
+def _lost_job(quiet: tuple[int, ...], world: int = 4) -> list:
+    """A rank-less error, then every rank not in ``quiet`` loses its connection to a peer."""
+    out = [ev("RuntimeError: shard index out of range", ts=T0, layer=Layer.APPLICATION)]
+    for r in range(world):
+        if r not in quiet:
+            out.append(
+                ev(
+                    "Connection closed by peer",
+                    rank=r,
+                    ts=T0 + 0.5,
+                    role=Role.CASCADE,
+                    category=Category.NETWORK,
+                    layer=Layer.FRAMEWORK,
+                )
+            )
+    return out
+
+
+def test_a_rankless_error_belongs_to_the_one_rank_its_peers_lost() -> None:
+    events = _lost_job(quiet=(2,))
+    assert place_on_lost(events, 4) == 2
+    assert events[0].rank == 2 and "peers lost" in events[0].fields["rank_from"]
+
+
+def test_a_rankless_error_stays_rankless_when_two_ranks_are_quiet_or_the_world_is_unknown() -> None:
+    events = _lost_job(quiet=(1, 2))
+    assert place_on_lost(events, 4) is None and events[0].rank is None
+    assert place_on_lost(_lost_job(quiet=(2,)), None) is None

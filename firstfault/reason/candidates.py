@@ -109,6 +109,15 @@ def _quiet_reading(r: int, sus: _Suspects, victims: int, timeouts: bool, exiting
     return cat, reasons
 
 
+def _said_before_leaving(said: Event) -> str:
+    """Why a quiet rank that printed an error before its peers lost it ended itself, not crashed."""
+    return (
+        f"it printed an error before it left ({said.source}:{said.line}: {said.text.strip()[:160]}): "
+        "a program that reports an error and ends has stopped itself; a crash (a signal, an abort) prints "
+        "no such line"
+    )
+
+
 def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
     """Ranks that never complained while their peers timed out: the hang's usual culprit."""
     victims = {r for r, v in corr.ranks.items() if v.first_cascade is not None}
@@ -146,6 +155,10 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
         own = view.unrecognised
         if own:
             reasons.append(f"its own last error line (no signature knows it): {own[-1].text.strip()[:200]}")
+        said = own[-1] if own and cat == Category.PROCESS_CRASH and not exiting else None
+        if said is not None:
+            cat = Category.APPLICATION_ERROR
+            reasons.append(_said_before_leaving(said))
         if r in fr_pos_of:
             fc = fr_list[fr_pos_of[r]]
             reasons.append(f"flight recorder: {fc.reason}")
@@ -153,7 +166,7 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
                 cat = Category.COLLECTIVE_MISMATCH  # it did enter the collective, with other arguments
         ts = p.last_step_ts if p else None
         fr_ev = next((e for e in ev.fr_events if e.rank == r), None)
-        out.append(Candidate(CandidateKind.SILENT, fr_ev, r, None, ts, cat, reasons))
+        out.append(Candidate(CandidateKind.SILENT, fr_ev or said, r, None, ts, cat, reasons))
 
     def key(c: Candidate) -> tuple[int, int, int, float, int]:
         fr_pos = fr_pos_of.get(c.rank if c.rank is not None else -1, len(fr_list) + 1)

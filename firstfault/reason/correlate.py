@@ -332,6 +332,39 @@ def place_rankless(events: Sequence[Event]) -> int | None:
     return rank if placed else None
 
 
+def place_on_lost(events: Sequence[Event], world: int | None) -> int | None:
+    """Give a rank to the errors a console printed without one, when its peers all lost one rank.
+
+    A console puts no rank on every line: torch prefixes a traceback with ``[rankN]:``, but a C++
+    ``terminate called ...`` and its ``what():`` reach stderr unprefixed, and a plain ``logging``
+    format under Lightning's or Accelerate's launcher names no rank at all. When every other rank
+    of the world reports an error of a peer (a closed connection, a timeout) and one rank printed
+    no error, the rank-less errors printed before the first of those reports are that rank's: its
+    last words, read as its own. No launcher record is needed (``place_rankless`` uses torchrun's),
+    and none may disagree: with one, this defers to it. Returns the rank, or None.
+    """
+    if not world or world < 2 or any(is_exit_record(e) for e in events if e.role != Role.NOISE):
+        return None
+    erred: set[int] = set()
+    first: Event | None = None
+    for e in events:
+        if e.rank is None or e.role not in (Role.ROOT, Role.CASCADE):
+            continue
+        erred.add(e.rank)
+        if e.role == Role.CASCADE and (first is None or earlier(e, first)):
+            first = e
+    lost = [r for r in range(world) if r not in erred]
+    if first is None or len(lost) != 1 or len(erred) != world - 1:
+        return None
+    placed = 0
+    for e in events:
+        if e.rank is None and e.role == Role.ROOT and e.layer in _PROCESS_LAYERS and earlier(e, first):
+            e.rank = lost[0]
+            e.set_field("rank_from", "the only rank of the world its peers lost and that printed no error")
+            placed += 1
+    return lost[0] if placed else None
+
+
 def quotes_cause(e: Event) -> bool:
     """A tear-down that quotes the error it caught, matched at parse time (``cause_signature``)."""
     return e.role == Role.TEARDOWN and "cause_signature" in e.fields
