@@ -174,3 +174,11 @@ def test_an_unprefixed_abort_is_the_lost_ranks_and_names_its_sender() -> None:
 def test_lightning_healthy_run_is_not_flagged() -> None:
     v = _v("pl_healthy_4r")  # the SLURM hint, a Tip, deprecation warnings; "`Trainer.fit` stopped"
     assert str(v.category) == "none"
+
+
+def test_a_batch_hand_over_cut_short_is_a_dead_data_loader_worker() -> None:
+    """A DataLoader worker SIGKILLed while the main process receives its batch: torch does not say
+    "killed by signal", only multiprocessing's ConnectionResetError under rebuild_storage_fd."""
+    v = _v("dl_worker_kill_fd_r3")
+    assert str(v.category) == "host_oom" and v.culprit.ranks[:1] == [3]
+    assert any("DataLoader worker" in r for r in v.reasons)

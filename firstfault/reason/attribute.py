@@ -47,6 +47,7 @@ from firstfault.reason.refine import (
     apply_fr_mismatch,
     apply_group_mismatch,
     apply_lone_setup_rank,
+    apply_lost_worker,
     apply_raise_site,
     apply_ray_oom_kind,
     apply_witness,
@@ -85,6 +86,7 @@ def attribute(
     if win.kind == CandidateKind.COMMON:
         hyp.culprit.ranks, hyp.culprit.hosts, hyp.culprit.gpus = [], [], []
     apply_raise_site(hyp)
+    apply_lost_worker(hyp, inp.kernel_logs)
     apply_crash_site(hyp, inp.events)
     apply_aer_device(hyp, inp)
     apply_ray_oom_kind(hyp, inp)

@@ -182,6 +182,42 @@ def apply_unplaced_defect(hyp: Hypothesis) -> None:
     )
 
 
+# A batch a DataLoader worker sends reaches the main process as a file descriptor passed over a
+# socket (torch/multiprocessing/reductions.py rebuild_storage_fd, through multiprocessing's
+# resource_sharer): that connection reset, refused or closed means the worker holding it is gone.
+_PEER_GONE = frozenset({"ConnectionResetError", "ConnectionRefusedError", "EOFError"})
+_FD_PASSING = re.compile(r'File "[^"]*torch[/\\]multiprocessing[/\\]reductions\.py", line \d+, in rebuild_storage_fd')
+
+
+def apply_lost_worker(hyp: Hypothesis, kernel_logs: bool) -> None:
+    """A connection lost while a batch's descriptor was being received: a DataLoader worker died.
+
+    torch reports a worker that died between batches as "DataLoader worker (pid N) is killed by
+    signal: Killed"; one that dies while the main process is receiving its batch leaves only the
+    socket error of the descriptor hand-over (pytorch/pytorch#28950, #1551, and the
+    ``dl_worker_kill`` runs of tools/realjobs). A worker that dies without a word is read as a bare
+    SIGKILL is (``hypothesis._sigkill_reading``): the OOM killer, unless a kernel log shows none.
+    """
+    root = hyp.root_event
+    if root is None or root.signature != GENERIC_EXCEPTION or exception_name(root) not in _PEER_GONE:
+        return
+    if not any(_FD_PASSING.search(line) for line in root.context):
+        return
+    hyp.reasons.append(
+        f"{exception_name(root)} while receiving a batch from a DataLoader worker (rebuild_storage_fd): "
+        "the worker process died without a word of its own"
+    )
+    if kernel_logs:
+        recategorize(hyp, Category.PROCESS_CRASH)
+        hyp.reasons.append("the kernel log shows no OOM kill: the worker crashed")
+        return
+    recategorize(hyp, Category.HOST_OOM)
+    hyp.reasons.append(
+        "a worker killed outright is, overwhelmingly, the kernel's OOM killer (the node or a cgroup out of "
+        "memory); the bundle has no kernel log to confirm (add dmesg or journalctl -k of that node)"
+    )
+
+
 def _same_name(project: str, package: str) -> bool:
     """Does a project's folder name its import package (PEP 503's normalising, case and ``-_.``)?"""
     return re.sub(r"[-_.]+", "", project).lower() == package.replace("_", "").lower()
