@@ -182,3 +182,11 @@ def test_a_batch_hand_over_cut_short_is_a_dead_data_loader_worker() -> None:
     v = _v("dl_worker_kill_fd_r3")
     assert str(v.category) == "host_oom" and v.culprit.ranks[:1] == [3]
     assert any("DataLoader worker" in r for r in v.reasons)
+
+
+def test_a_stall_ended_from_outside_is_a_hang_on_the_rank_behind() -> None:
+    """Transformers' Trainer under torchrun: rank 0 stops at step 4, its peers wait in the
+    all-reduce with no timeout firing; 220 s later torchrun is sent SIGTERM. No error of the job's own."""
+    v = _v("hf_hang_r0")
+    assert str(v.category) == "hang" and v.culprit.ranks[:1] == [0]
+    assert any("stop from outside" in r for r in v.reasons)

@@ -487,6 +487,30 @@ def stalled_before_limit(win: Candidate, corr: Correlation, ev: ReasoningInput) 
     e = win.event
     if e is None or e.fields.get("reason") != "time_limit" or win.ts is None:
         return None
+    return _stalled_until(e, win.ts, corr, ev, "the time limit")
+
+
+def stalled_before_end(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
+    """A job stopped from outside, with no error of its own, that had made no progress long before.
+
+    A hang under a process-group timeout longer than anyone waits (or a collective with none) prints
+    nothing; the job ends when a person or a scheduler stops its launcher (torchrun's "Received 15
+    death signal, shutting down workers"). With no error before that tear-down, the tear-down is the
+    consequence and the stall the root, as under a time limit (:func:`stalled_before_limit`).
+    """
+    if any(e.role in (Role.ROOT, Role.CASCADE) for e in corr.errors):
+        return []
+    ends = [e for e in corr.errors if e.role == Role.TEARDOWN and e.ts is not None]
+    if not ends:
+        return []
+    end = min(ends, key=sort_key)
+    assert end.ts is not None
+    c = _stalled_until(end, end.ts, corr, ev, "a stop from outside")
+    return [c] if c is not None else []
+
+
+def _stalled_until(end: Event, end_ts: float, corr: Correlation, ev: ReasoningInput, ended: str) -> Candidate | None:
+    """The stall before ``end`` (no rank's progress for long before it), as a hang candidate."""
     prog = [p for p in ev.progress if p.last_step_ts is not None and p.last_step is not None]
     if not prog:
         return None
@@ -497,12 +521,12 @@ def stalled_before_limit(win: Candidate, corr: Correlation, ev: ReasoningInput) 
         if intervals
         else settings.current().reasoning.stall_before_limit_s
     )
-    if win.ts - last < need:
+    if end_ts - last < need:
         return None
     steps = sorted({p.last_step for p in prog if p.last_step is not None})
     reasons = [
-        f"no rank made progress for {win.ts - last:.0f} s before the time limit (last step {steps[-1]} at "
-        f"{iso(last)}): the job hung, and the time limit only ended it ({e.source}:{e.line})"
+        f"no rank made progress for {end_ts - last:.0f} s before {ended} (last step {steps[-1]} at "
+        f"{iso(last)}): the job hung, and {ended} only ended it ({end.source}:{end.line})"
     ]
     culprit, why = _odd_rank_out(corr, prog)
     if why:
