@@ -46,7 +46,7 @@ FAULTS = (
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser()
-    p.add_argument("--framework", choices=("lightning", "accelerate"), default="lightning")
+    p.add_argument("--framework", choices=("lightning", "accelerate", "hf"), default="lightning")
     p.add_argument("--fault", choices=FAULTS, default="none")
     p.add_argument("--rank", type=int, default=1, help="the global rank the fault hits")
     p.add_argument("--step", type=int, default=5, help="the step it hits at")
@@ -217,10 +217,62 @@ def run_accelerate(a: argparse.Namespace, log: logging.Logger) -> None:
     acc.end_training()
 
 
+def run_hf(a: argparse.Namespace, log: logging.Logger) -> None:
+    """Hugging Face ``Trainer`` under torchrun: its own logging, tqdm bar and loss dicts around the loop."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from transformers import Trainer, TrainingArguments
+
+    set_up_faults(a, int(os.environ.get("WORLD_SIZE", "1")))
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = network()
+            self.lossf = nn.CrossEntropyLoss()
+            self.step = 0
+            self.t_last = time.perf_counter()
+
+        def forward(self, x, labels):  # type: ignore[no-untyped-def]
+            rank, step = dist.get_rank() if dist.is_initialized() else 0, self.step
+            self.step += 1
+            loss = self.lossf(self.net(poison(a, x, rank, step)), labels)
+            step_faults(a, loss, rank, step, log)
+            now = time.perf_counter()
+            progress(a, log, rank, step, loss.item(), 1000 * (now - self.t_last))
+            self.t_last = now
+            return {"loss": loss}
+
+    class Rows(torch.utils.data.Dataset):  # type: ignore[type-arg]
+        def __init__(self) -> None:
+            self.x, self.y = dataset(a, int(os.environ.get("WORLD_SIZE", "1"))).tensors
+
+        def __len__(self) -> int:
+            return len(self.x)
+
+        def __getitem__(self, i: int) -> dict[str, object]:
+            return {"x": self.x[i], "labels": self.y[i]}
+
+    args = TrainingArguments(
+        output_dir=a.root,
+        max_steps=a.steps,
+        per_device_train_batch_size=8,
+        use_cpu=True,
+        logging_steps=5,
+        report_to=[],
+        save_strategy="no",
+        ddp_backend="gloo",
+        ddp_timeout=int(a.timeout),
+        remove_unused_columns=False,
+    )
+    Trainer(model=Net(), args=args, train_dataset=Rows()).train()
+
+
 def main() -> None:
     a = parse()
     log = logger(a.style)
-    (run_lightning if a.framework == "lightning" else run_accelerate)(a, log)
+    {"lightning": run_lightning, "accelerate": run_accelerate, "hf": run_hf}[a.framework](a, log)
 
 
 if __name__ == "__main__":

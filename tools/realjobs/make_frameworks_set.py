@@ -1,15 +1,16 @@
-"""Build a labelled set of real PyTorch Lightning and Hugging Face Accelerate jobs (gloo on CPU).
+"""Build a labelled set of real PyTorch Lightning, Accelerate and Transformers jobs (gloo on CPU).
 
     python tools/realjobs/make_frameworks_set.py OUT [--only CASE ...] [--python PY] [--set 2] [--jobs 2]
 
 Each case is one real job of ``frameworks_train.py``: Lightning's own DDP launcher
-(``Trainer(strategy="ddp")``, which starts the other ranks itself) or ``accelerate launch`` (which
-starts torchrun). The bundle is the console as a terminal shows it (``console.log``), which is
-what people paste, plus ``truth.json``, labelled from the injection and written before firstfault
-sees the bundle. Labels follow the torchrun set's (``make_set.py``): a bare SIGKILL with no kernel
-log is a suspected host OOM; a rank that stops in a collective is a hang on that rank. Kept
-outside the repository (bundles are not committed). ``--python``: an interpreter with torch,
-``lightning`` and ``accelerate`` (neither is one of firstfault's dependencies).
+(``Trainer(strategy="ddp")``, which starts the other ranks itself), ``accelerate launch`` (which
+starts torchrun), or Hugging Face's ``Trainer`` under torchrun. The bundle is the console as a
+terminal shows it (``console.log``), which is what people paste, plus ``truth.json``, labelled from
+the injection and written before firstfault sees the bundle. Labels follow the torchrun set's
+(``make_set.py``): a bare SIGKILL with no kernel log is a suspected host OOM; a rank that stops in
+a collective is a hang on that rank. Kept outside the repository (bundles are not committed).
+``--python``: an interpreter with torch, ``lightning``, ``accelerate`` and ``transformers`` (none
+is one of firstfault's dependencies).
 """
 
 from __future__ import annotations
@@ -72,6 +73,17 @@ CASES: list[Case] = [
     ("acc_hang_r1", "hang", 1, 4, "hang", [1], "restart", {"fw": "accelerate", "timeout": 20.0}),
     ("acc_size_mismatch_r2", "size_mismatch", 2, 5, "collective_mismatch", [2], "stop", {"fw": "accelerate"}),
     ("acc_nan_all", "nan_all", 0, 6, "numerical", [], "stop", {"fw": "accelerate"}),
+    ("hf_healthy_4r", "none", 0, 0, "none", [], "none", {"fw": "hf"}),
+    ("hf_exception_r2", "exception", 2, 6, "application_error", [2], "stop", {"fw": "hf"}),
+    ("hf_exception_r0_print", "exception", 0, 3, "application_error", [0], "stop", {"fw": "hf", "style": "print"}),
+    ("hf_missing_file_all", "missing_file_all", 0, 0, "configuration", [], "stop", {"fw": "hf"}),
+    ("hf_import_2r", "import", 0, 0, "configuration", [], "stop", {"fw": "hf", "workers": 2}),
+    ("hf_sigkill_r3", "sigkill", 3, 5, "host_oom", [3], "stop", {"fw": "hf"}),
+    ("hf_segfault_r1", "segfault", 1, 4, "process_crash", [1], "restart", {"fw": "hf", "style": "print"}),
+    ("hf_exit_r2", "exit", 2, 7, "application_error", [2], "stop", {"fw": "hf"}),
+    ("hf_hang_r0", "hang", 0, 4, "hang", [0], "restart", {"fw": "hf", "timeout": 20.0}),
+    ("hf_size_mismatch_r1", "size_mismatch", 1, 5, "collective_mismatch", [1], "stop", {"fw": "hf"}),
+    ("hf_nan_r3", "nan_one", 3, 6, "numerical", [3], "stop", {"fw": "hf"}),
 ]
 
 # A second set: the same fault families with other sizes, ranks, steps and styles, generated after
@@ -116,6 +128,12 @@ CASES_2: list[Case] = [
     ("accb_segfault_r1_3r", "segfault", 1, 3, "process_crash", [1], "restart", {"fw": "accelerate", "workers": 3}),
     ("accb_nan_r2", "nan_one", 2, 5, "numerical", [2], "stop", {"fw": "accelerate"}),
     ("accb_divisible_2r", "divisible", 0, 0, "configuration", [], "stop", {"fw": "accelerate", "workers": 2}),
+    ("hfb_healthy_3r_print", "none", 0, 0, "none", [], "none", {"fw": "hf", "workers": 3, "style": "print"}),
+    ("hfb_exception_r1_3r", "exception", 1, 5, "application_error", [1], "stop", {"fw": "hf", "workers": 3}),
+    ("hfb_sigkill_r0", "sigkill", 0, 4, "host_oom", [0], "stop", {"fw": "hf", "style": "print"}),
+    ("hfb_hang_r2_3r", "hang", 2, 6, "hang", [2], "restart", {"fw": "hf", "workers": 3, "timeout": 20.0}),
+    ("hfb_exit_r3", "exit", 3, 3, "application_error", [3], "stop", {"fw": "hf", "style": "print"}),
+    ("hfb_divisible", "divisible", 0, 0, "configuration", [], "stop", {"fw": "hf"}),
 ]
 
 
@@ -134,6 +152,9 @@ def command(case: Case, python: str, d: Path) -> list[str]:
     script += ["--root", str(d / ".root")]
     if extra["fw"] == "lightning":
         return [python, *script, "--workers", workers]
+    if extra["fw"] == "hf":
+        torchrun = [python, "-m", "torch.distributed.run", "--nproc-per-node", workers]
+        return [*torchrun, "--master-port", str(free_port()), *script]
     accelerate = [python, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", workers]
     accelerate += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
     return [*accelerate, "--main_process_port", str(free_port()), *script]
