@@ -190,3 +190,9 @@ def test_a_stall_ended_from_outside_is_a_hang_on_the_rank_behind() -> None:
     v = _v("hf_hang_r0")
     assert str(v.category) == "hang" and v.culprit.ranks[:1] == [0]
     assert any("stop from outside" in r for r in v.reasons)
+
+
+def test_a_launcher_stopped_while_its_ranks_trained_is_stopped_from_outside() -> None:
+    """torchrun sent SIGTERM while both ranks made steps: nothing of the job's own failed."""
+    v = _v("stopped_while_training")
+    assert str(v.category) == "scheduler" and v.culprit.ranks == [] and str(v.action) == "none"

@@ -25,7 +25,6 @@ from firstfault.reason.candidates import (
     rankless_exit_candidates,
     scheduler_end_candidates,
     silent_candidates,
-    stalled_before_end,
     stalled_before_limit,
     stalled_first,
     straggler_candidate,
@@ -163,8 +162,6 @@ def candidates(corr: Correlation, inp: ReasoningInput) -> list[Candidate]:
         cands = quoted_cause_candidates(corr)
     if not cands:
         cands = scheduler_end_candidates(corr)
-    if not cands:
-        cands = stalled_before_end(corr, inp)
     if not cands:
         cands = unrecognised_candidates(corr.unrecognised)
     if not cands:

@@ -475,38 +475,27 @@ def stalled_first(first: Candidate, corr: Correlation, ev: ReasoningInput) -> Ca
     return Candidate(CandidateKind.SILENT, None, slow.rank, None, slow.last_step_ts + step_s, Category.HANG, reasons)
 
 
+# The ends that come from outside the job (signature field ``reason``): the scheduler's time limit,
+# a cancel (scancel, an admin), a stop signal to the launcher (torchrun's "death signal").
+OUTSIDE_ENDS = {"time_limit": "the time limit", "cancelled": "the cancel", "stopped": "a stop from outside"}
+
+
 def stalled_before_limit(win: Candidate, corr: Correlation, ev: ReasoningInput) -> Candidate | None:
-    """A job cancelled at its time limit that had stopped making progress long before it.
+    """A job ended from outside (its time limit, a cancel, a stop signal) that had stopped making
+    progress long before.
 
     Under plain ``srun`` (no watchdog, or a process-group timeout longer than the job's limit) a
-    hang prints nothing until the scheduler kills the job. The time limit is then the consequence;
-    the stall is the root. Progress that went on until the limit means the job simply ran out of
-    time (the limit stays the root). The culprit is the rank that stopped behind its peers, or the
-    one whose stack dump at the kill shows it somewhere its peers are not; often neither tells.
+    hang prints nothing until the scheduler kills the job, or a person who saw it stall stops it.
+    The end is then the consequence; the stall is the root. Progress that went on until the end
+    means the job simply ran out of time, or was stopped while it worked (the end stays the root).
+    The culprit is the rank that stopped behind its peers, or the one whose stack dump at the kill
+    shows it somewhere its peers are not; often neither tells.
     """
     e = win.event
-    if e is None or e.fields.get("reason") != "time_limit" or win.ts is None:
+    ended = OUTSIDE_ENDS.get(e.fields.get("reason", "")) if e is not None else None
+    if e is None or ended is None or win.ts is None:
         return None
-    return _stalled_until(e, win.ts, corr, ev, "the time limit")
-
-
-def stalled_before_end(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
-    """A job stopped from outside, with no error of its own, that had made no progress long before.
-
-    A hang under a process-group timeout longer than anyone waits (or a collective with none) prints
-    nothing; the job ends when a person or a scheduler stops its launcher (torchrun's "Received 15
-    death signal, shutting down workers"). With no error before that tear-down, the tear-down is the
-    consequence and the stall the root, as under a time limit (:func:`stalled_before_limit`).
-    """
-    if any(e.role in (Role.ROOT, Role.CASCADE) for e in corr.errors):
-        return []
-    ends = [e for e in corr.errors if e.role == Role.TEARDOWN and e.ts is not None]
-    if not ends:
-        return []
-    end = min(ends, key=sort_key)
-    assert end.ts is not None
-    c = _stalled_until(end, end.ts, corr, ev, "a stop from outside")
-    return [c] if c is not None else []
+    return _stalled_until(e, win.ts, corr, ev, ended)
 
 
 def _stalled_until(end: Event, end_ts: float, corr: Correlation, ev: ReasoningInput, ended: str) -> Candidate | None:

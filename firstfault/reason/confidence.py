@@ -20,7 +20,7 @@ _KIND_PHRASE = {
     CandidateKind.SLOW: "a slow rank",
     CandidateKind.UNRECOGNISED: "an error line no signature recognises",
     CandidateKind.COMMON: "a failure every rank shared",
-    CandidateKind.STALLED: "a job that stalled long before it was ended (a time limit, a stop from outside)",
+    CandidateKind.STALLED: "a job that stalled long before it was ended (a time limit, a cancel, a stop from outside)",
 }
 
 
