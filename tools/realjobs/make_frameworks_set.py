@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from make_set import fault_args, free_port, truth_record  # the sibling script (tools/realjobs/ is on sys.path)
+from make_set import fault_args, free_port, run_job, truth_record  # the sibling script (tools/realjobs/ is on sys.path)
 
 HERE = Path(__file__).resolve().parent
 Case = tuple[str, str, int, int, str, list[int], str, dict[str, object]]
@@ -166,15 +165,7 @@ def run_case(out: Path, case: Case, python: str) -> Path:
     argv = command(case, python, d)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", MASTER_PORT=str(free_port()))
     t0 = time.monotonic()
-    with (d / "console.log").open("wb") as con:
-        p = subprocess.Popen(argv, stdout=con, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        try:
-            rc = p.wait(timeout=240)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGTERM)
-            time.sleep(3)
-            os.killpg(p.pid, signal.SIGKILL)
-            rc = p.wait()
+    rc = run_job(argv, env, d / "console.log")
     truth = truth_record(case, int(case[7].get("workers", 4)), rc, time.monotonic() - t0, argv)
     truth["framework"] = case[7]["fw"]
     truth["generator"] = (

@@ -156,6 +156,20 @@ def truth_record(case: tuple, nproc: int, rc: int, took_s: float, argv: list[str
     }
 
 
+def run_job(argv: list[str], env: dict[str, str], console: Path, timeout: float = 240) -> int:
+    """Run one job in a session of its own, its output to ``console``; past ``timeout`` the session is
+    sent SIGTERM (as a scheduler would), then SIGKILL. Returns the exit status."""
+    with open(console, "wb") as con:
+        p = subprocess.Popen(argv, stdout=con, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            return p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGTERM)
+            time.sleep(3)
+            os.killpg(p.pid, signal.SIGKILL)
+            return p.wait()
+
+
 def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
     name, fault, rank, step, _cat, _culprits, _action, extra = case
     d = out / name
@@ -177,15 +191,7 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     env.update(extra.get("env", {}))  # type: ignore[arg-type]
     t0 = time.time()
-    with open(d / "console.log", "wb") as con:
-        p = subprocess.Popen(argv, stdout=con, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        try:
-            rc = p.wait(timeout=240)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGTERM)
-            time.sleep(3)
-            os.killpg(p.pid, signal.SIGKILL)
-            rc = p.wait()
+    rc = run_job(argv, env, d / "console.log")
     truth = truth_record(case, nproc, rc, time.time() - t0, argv)
     truth["env"] = extra.get("env", {})
     truth["generator"] = "tools/realjobs/make_set.py (independent of firstfault_sim)"
