@@ -196,3 +196,11 @@ def test_a_launcher_stopped_while_its_ranks_trained_is_stopped_from_outside() ->
     """torchrun sent SIGTERM while both ranks made steps: nothing of the job's own failed."""
     v = _v("stopped_while_training")
     assert str(v.category) == "scheduler" and v.culprit.ranks == [] and str(v.action) == "none"
+
+
+def test_the_controllers_summary_below_a_snippet_is_not_that_ranks_error() -> None:
+    """Ray Train's controller prints "[Rank 1 Error Snippet]:" with rank 1's SystemExit, then its own
+    "ray.train.WorkerGroupError: Training failed due to worker errors:" with the snippet again. The
+    copies inherit an earlier second than the worker's own line; the summary is not rank 1's."""
+    v = _v("ray_exit_report_r1")
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [1]

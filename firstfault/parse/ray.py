@@ -24,6 +24,10 @@ from firstfault.vocab.topology import Topology
 
 WORKER_RANK = "ray.train_worker_rank"
 ERROR_SNIPPET = "ray.train_error_snippet"
+# The controller's own summary, "ray.train.WorkerGroupError: Training failed due to worker errors:",
+# which introduces the snippets (WorkerGroupError's message, then ``poll.py``'s snippets): a report
+# about the ranks below it, never an error of the rank whose snippet stands above it
+GROUP_REPORT = "ray.train_worker_group_error"
 # How far below its header a snippet's error can stand: the controller quotes a traceback of a
 # few frames, a health check's worker record (about a dozen lines), then the exception
 SNIPPET_LINES = 40
@@ -80,7 +84,8 @@ def learn_from_ray(events: list[Event], topology: Topology) -> None:
 
 
 def _place_snippets(events: list[Event], heads: list[Event]) -> None:
-    """The events under a ``[Rank N Error Snippet]:`` header are rank N's, up to the next header.
+    """The events under a ``[Rank N Error Snippet]:`` header are rank N's, up to the next header,
+    but for the controller's summary that introduces the next report (``GROUP_REPORT``).
 
     A header naming several ranks ("0,1,2,3": they failed alike) places nobody: no one of them
     is the culprit, and the reading of a failure every rank shares is left to reasoning.
@@ -92,7 +97,7 @@ def _place_snippets(events: list[Event], heads: list[Event]) -> None:
         hs.sort(key=lambda h: h.line)
     lines = {src: [h.line for h in hs] for src, hs in by_file.items()}
     for e in events:
-        if e.rank is not None or e.signature == ERROR_SNIPPET or e.source not in by_file:
+        if e.rank is not None or e.signature in (ERROR_SNIPPET, GROUP_REPORT) or e.source not in by_file:
             continue
         i = bisect_left(lines[e.source], e.line)  # the headers above e: those before index i
         if not i:
