@@ -25,8 +25,6 @@ from firstfault.reason.candidates import (
     rankless_exit_candidates,
     scheduler_end_candidates,
     silent_candidates,
-    stalled_before_limit,
-    stalled_first,
     straggler_candidate,
 )
 from firstfault.reason.chain import chain, fr_links, later_links, recurrences
@@ -55,6 +53,7 @@ from firstfault.reason.refine import (
     world_size,
 )
 from firstfault.reason.registration import unregistered
+from firstfault.reason.stalls import stalled_before_limit, stalled_first
 from firstfault.reason.unrecognised import unrecognised_candidates
 from firstfault.reason.went_on import WENT_ON
 from firstfault.vocab import (

@@ -1,0 +1,140 @@
+"""Stalls read from progress: a rank that stopped while its peers went on, a job that stopped long
+before something outside ended it.
+
+A hang says nothing of its own: a stuck data loader prints no line, and a collective with no
+timeout (or one longer than anyone waits) prints none either. Its trace is in progress lines: the
+rank whose last step is behind its peers' (:func:`stalled_first`), and a job whose every rank
+stopped long before its time limit, a cancel or a stop signal ended it (:func:`stalled_before_limit`):
+that end is the stall's consequence, not the fault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from statistics import median
+
+from firstfault.reason.candidates import where_stopped
+from firstfault.reason.correlate import Candidate, Correlation
+from firstfault.reason.inputs import ReasoningInput
+from firstfault.vocab import CandidateKind, Category, Event, RankProgress, settings
+from firstfault.vocab.timefmt import iso
+
+
+def stalled_first(first: Candidate, corr: Correlation, ev: ReasoningInput) -> Candidate | None:
+    """A rank that stopped making progress well before the first error, while its peers went on.
+
+    A hung data loader says nothing; if another fault ends the job before the NCCL timeout
+    (srun --kill-on-bad-exit tears everything down), the hang leaves no timeout either. Its
+    trace is in progress: its last step is behind every peer's and ``Reasoning.stall_steps`` behind the
+    median, and it stopped
+    more than ``Reasoning.stall_steps`` step intervals before the first error.
+    """
+    if first.ts is None:
+        return None
+    prog = [p for p in ev.progress if p.last_step is not None and p.last_step_ts is not None]
+    if len(prog) < 2:
+        return None
+    slow = min(prog, key=lambda p: (p.last_step or 0, p.last_step_ts or 0.0))
+    last = slow.last_step or 0
+    others = [p.last_step or 0 for p in prog if p.rank != slow.rank]
+    if min(others) <= last:
+        return None  # not alone behind: its group stopped together (a collective, not one rank)
+    ahead = int(median(others))
+    intervals = [p.step_interval_s for p in prog if p.step_interval_s]
+    if not intervals or slow.rank == first.rank:
+        return None
+    step_s = median(intervals)
+    assert slow.last_step is not None and slow.last_step_ts is not None
+    if (
+        ahead - last < settings.current().reasoning.stall_steps
+        or first.ts - slow.last_step_ts < settings.current().reasoning.stall_steps * step_s + 5.0
+    ):
+        return None
+    v = corr.ranks.get(slow.rank)
+    if v is not None and (v.first_root is not None or v.first_cascade is not None):
+        return None  # it reported a fault of its own
+    reasons = [
+        f"rank {slow.rank}'s progress stopped at step {slow.last_step} ({iso(slow.last_step_ts)}), "
+        f"{first.ts - slow.last_step_ts:.0f} s before the first error, while its peers went on "
+        f"(to step {ahead}, median)"
+    ]
+    where = where_stopped(v.events if v else [])
+    if where:
+        reasons.append(where)
+    return Candidate(CandidateKind.SILENT, None, slow.rank, None, slow.last_step_ts + step_s, Category.HANG, reasons)
+
+
+# The ends that come from outside the job (signature field ``reason``): the scheduler's time limit,
+# a cancel (scancel, an admin), a stop signal to the launcher (torchrun's "death signal").
+OUTSIDE_ENDS = {"time_limit": "the time limit", "cancelled": "the cancel", "stopped": "a stop from outside"}
+
+
+def stalled_before_limit(win: Candidate, corr: Correlation, ev: ReasoningInput) -> Candidate | None:
+    """A job ended from outside (its time limit, a cancel, a stop signal) that had stopped making
+    progress long before.
+
+    Under plain ``srun`` (no watchdog, or a process-group timeout longer than the job's limit) a
+    hang prints nothing until the scheduler kills the job, or a person who saw it stall stops it.
+    The end is then the consequence; the stall is the root. Progress that went on until the end
+    means the job simply ran out of time, or was stopped while it worked (the end stays the root).
+    The culprit is the rank that stopped behind its peers, or the one whose stack dump at the kill
+    shows it somewhere its peers are not; often neither tells.
+    """
+    e = win.event
+    ended = OUTSIDE_ENDS.get(e.fields.get("reason", "")) if e is not None else None
+    if e is None or ended is None or win.ts is None:
+        return None
+    return _stalled_until(e, win.ts, corr, ev, ended)
+
+
+def _stalled_until(end: Event, end_ts: float, corr: Correlation, ev: ReasoningInput, ended: str) -> Candidate | None:
+    """The stall before ``end`` (no rank's progress for long before it), as a hang candidate."""
+    prog = [p for p in ev.progress if p.last_step_ts is not None and p.last_step is not None]
+    if not prog:
+        return None
+    last = max(p.last_step_ts for p in prog if p.last_step_ts is not None)
+    intervals = [p.step_interval_s for p in prog if p.step_interval_s]
+    need = (
+        max(settings.current().reasoning.stall_before_limit_s, 10 * median(intervals))
+        if intervals
+        else settings.current().reasoning.stall_before_limit_s
+    )
+    if end_ts - last < need:
+        return None
+    steps = sorted({p.last_step for p in prog if p.last_step is not None})
+    reasons = [
+        f"no rank made progress for {end_ts - last:.0f} s before {ended} (last step {steps[-1]} at "
+        f"{iso(last)}): the job hung, and {ended} only ended it ({end.source}:{end.line})"
+    ]
+    culprit, why = _odd_rank_out(corr, prog)
+    if why:
+        reasons.append(why)
+    else:
+        reasons.append("every rank stopped at the same step and nothing in the logs tells which one hung first")
+    return Candidate(CandidateKind.STALLED, None, culprit, None, last, Category.HANG, reasons)
+
+
+def _odd_rank_out(corr: Correlation, prog: Sequence[RankProgress]) -> tuple[int | None, str | None]:
+    """The one rank that stopped behind the rest, or whose stack dump differs from all of theirs."""
+    by_step = sorted(prog, key=lambda p: p.last_step if p.last_step is not None else 0)
+    if len(by_step) >= 2 and (by_step[0].last_step or 0) < (by_step[1].last_step or 0):
+        p = by_step[0]
+        return p.rank, f"rank {p.rank} stopped at step {p.last_step}, behind every peer"
+    tops: dict[int, str] = {}
+    for r, v in corr.ranks.items():
+        stack = next((x for x in v.events if x.fields.get("top_frame")), None)
+        if stack is not None:
+            tops[r] = stack.fields["top_frame"]
+    if len(tops) >= 3:
+        counts: dict[str, list[int]] = {}
+        for r, t in tops.items():
+            counts.setdefault(t, []).append(r)
+        odd = [rs[0] for rs in counts.values() if len(rs) == 1]
+        if len(counts) == 2 and len(odd) == 1:
+            r = odd[0]
+            return (
+                r,
+                f"at the kill rank {r} was in {tops[r]}, every peer elsewhere "
+                f"({where_stopped(corr.ranks[r].events) or ''})",
+            )
+    return None, None
