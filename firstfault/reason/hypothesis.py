@@ -89,19 +89,29 @@ def _sigkill_reading(c: Candidate, kernel_logs: bool) -> Category:
 
     The launcher tears its workers down with SIGTERM and the scheduler with SIGTERM first; a bare
     SIGKILL is, overwhelmingly, the kernel's OOM killer (the node out of memory, or a cgroup or
-    container limit). With no kernel log in the bundle that is the reading, said as a suspicion
-    with what would confirm it; with kernel logs that show no OOM kill (the kill above would have
-    been found), something else sent it: a crash of the process, not its memory.
+    container limit). See :func:`silent_kill_suspects_oom`.
+    """
+    oom = silent_kill_suspects_oom(c.reasons, "it was killed by SIGKILL with no error of its own", kernel_logs)
+    return Category.HOST_OOM if oom else c.category
+
+
+def silent_kill_suspects_oom(reasons: list[str], premise: str, kernel_logs: bool) -> bool:
+    """A process killed outright, without a word of its own: is the OOM killer the suspect?
+
+    With no kernel log in the bundle it is, said as a suspicion with what would confirm it; with
+    kernel logs that show no OOM kill (the kill would have been found there), something else sent
+    it: a crash of the process, not its memory. ``premise`` says what was killed; the reading is
+    appended to ``reasons``.
     """
     if kernel_logs:
-        c.reasons.append("it was killed by SIGKILL with no error of its own, and the kernel log shows no OOM kill")
-        return c.category
-    c.reasons.append(
-        "it was killed by SIGKILL with no error of its own: the kernel's OOM killer (the node out of memory, "
-        "or a cgroup or container memory limit) is what usually sends it; the bundle has no kernel log to "
-        "confirm (add dmesg or journalctl -k of that node)"
+        reasons.append(f"{premise}, and the kernel log shows no OOM kill")
+        return False
+    reasons.append(
+        f"{premise}: the kernel's OOM killer (the node out of memory, or a cgroup or container memory limit) "
+        "is what usually kills a process so; the bundle has no kernel log to confirm (add dmesg or "
+        "journalctl -k of that node)"
     )
-    return Category.HOST_OOM
+    return True
 
 
 def _what(c: Candidate, cat: Category, corr: Correlation, progressed: Container[int]) -> str:

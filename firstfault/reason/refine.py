@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from firstfault.reason.causality import RING_RECV, group_mismatch, ring_sender
 from firstfault.reason.configuration import CommonFailure, before_training, pretraining_category, template_key
 from firstfault.reason.correlate import Candidate, Correlation
-from firstfault.reason.hypothesis import DEFAULT_ACTION
+from firstfault.reason.hypothesis import DEFAULT_ACTION, silent_kill_suspects_oom
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.nccl_coll import coll_mismatch
 from firstfault.vocab import CandidateKind, Category, Event, FRKind, Hypothesis, Layer, TsQuality
@@ -196,26 +196,19 @@ def apply_lost_worker(hyp: Hypothesis, kernel_logs: bool) -> None:
     signal: Killed"; one that dies while the main process is receiving its batch leaves only the
     socket error of the descriptor hand-over (pytorch/pytorch#28950, #1551, and the
     ``dl_worker_kill`` runs of tools/realjobs). A worker that dies without a word is read as a bare
-    SIGKILL is (``hypothesis._sigkill_reading``): the OOM killer, unless a kernel log shows none.
+    SIGKILL is (``hypothesis.silent_kill_suspects_oom``): the OOM killer, unless a kernel log shows none.
     """
     root = hyp.root_event
     if root is None or root.signature != GENERIC_EXCEPTION or exception_name(root) not in _PEER_GONE:
         return
     if not any(_FD_PASSING.search(line) for line in root.context):
         return
-    hyp.reasons.append(
+    premise = (
         f"{exception_name(root)} while receiving a batch from a DataLoader worker (rebuild_storage_fd): "
-        "the worker process died without a word of its own"
+        "the worker process was killed without a word of its own"
     )
-    if kernel_logs:
-        recategorize(hyp, Category.PROCESS_CRASH)
-        hyp.reasons.append("the kernel log shows no OOM kill: the worker crashed")
-        return
-    recategorize(hyp, Category.HOST_OOM)
-    hyp.reasons.append(
-        "a worker killed outright is, overwhelmingly, the kernel's OOM killer (the node or a cgroup out of "
-        "memory); the bundle has no kernel log to confirm (add dmesg or journalctl -k of that node)"
-    )
+    oom = silent_kill_suspects_oom(hyp.reasons, premise, kernel_logs)
+    recategorize(hyp, Category.HOST_OOM if oom else Category.PROCESS_CRASH)
 
 
 def _same_name(project: str, package: str) -> bool:
