@@ -135,6 +135,21 @@ def test_ray_worker_pid_is_placed_by_the_worker_table() -> None:
     assert str(v.category) == "process_crash" and v.culprit.ranks[:1] == [2]
 
 
+def test_ray_worker_gone_without_a_word_is_read_as_a_bare_sigkill() -> None:
+    # the raylet's "A worker died or was killed ... connection error code 2. End of file" and no
+    # word from the worker itself: a suspected OOM kill, as a bare SIGKILL under torchrun is
+    v = _v("ray_sigkill_r1")
+    assert str(v.category) == "host_oom" and v.culprit.ranks[:1] == [1]
+    assert any("killed without a word" in r for r in v.reasons)
+
+
+def test_ray_worker_that_said_it_crashed_is_a_crash_not_a_silent_kill() -> None:
+    # the same raylet report, but the worker's faulthandler dump follows it in the console
+    v = _v("ray_segfault_r2")
+    assert str(v.category) == "process_crash"
+    assert any("Segmentation fault" in r for r in v.reasons)
+
+
 def test_ray_system_exit_in_a_worker_is_its_failure() -> None:
     v = _v("ray_exit_r1")  # the worker thread's traceback ends "SystemExit: 3"
     assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [1]

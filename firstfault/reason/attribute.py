@@ -85,7 +85,7 @@ def attribute(
     if win.kind == CandidateKind.COMMON:
         hyp.culprit.ranks, hyp.culprit.hosts, hyp.culprit.gpus = [], [], []
     apply_raise_site(hyp)
-    apply_lost_worker(hyp, inp.kernel_logs)
+    apply_lost_worker(hyp, inp)
     apply_crash_site(hyp, inp.events)
     apply_aer_device(hyp, inp)
     apply_ray_oom_kind(hyp, inp)

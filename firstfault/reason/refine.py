@@ -19,7 +19,7 @@ from firstfault.reason.correlate import Candidate, Correlation
 from firstfault.reason.hypothesis import DEFAULT_ACTION, silent_kill_suspects_oom
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.nccl_coll import coll_mismatch
-from firstfault.vocab import CandidateKind, Category, Event, FRKind, Hypothesis, Layer, TsQuality
+from firstfault.vocab import CandidateKind, Category, Event, FRKind, Hypothesis, Layer, Role, TsQuality
 
 DETAIL_MISMATCH = "torch.collective_mismatch_detail"
 
@@ -189,25 +189,69 @@ _PEER_GONE = frozenset({"ConnectionResetError", "ConnectionRefusedError", "EOFEr
 _FD_PASSING = re.compile(r'File "[^"]*torch[/\\]multiprocessing[/\\]reductions\.py", line \d+, in rebuild_storage_fd')
 
 
-def apply_lost_worker(hyp: Hypothesis, kernel_logs: bool) -> None:
-    """A connection lost while a batch's descriptor was being received: a DataLoader worker died.
+# Ray's raylet reports a worker whose socket reached end-of-file with no exit of its own as
+# "Worker unexpectedly exits with a connection error code 2. End of file" (ray.toml)
+RAY_VANISHED = "ray.worker_vanished"
 
-    torch reports a worker that died between batches as "DataLoader worker (pid N) is killed by
-    signal: Killed"; one that dies while the main process is receiving its batch leaves only the
-    socket error of the descriptor hand-over (pytorch/pytorch#28950, #1551, and the
-    ``dl_worker_kill`` runs of tools/realjobs). A worker that dies without a word is read as a bare
-    SIGKILL is (``hypothesis.silent_kill_suspects_oom``): the OOM killer, unless a kernel log shows none.
-    """
-    root = hyp.root_event
-    if root is None or root.signature != GENERIC_EXCEPTION or exception_name(root) not in _PEER_GONE:
-        return
+
+def _gone_without_a_word(root: Event) -> str | None:
+    """What shows that ``root``'s process was killed without a word of its own, or None."""
+    if root.signature == RAY_VANISHED:
+        return (
+            "Ray saw the worker's connection end (exit code 2, end of file) with no exit of its own: "
+            "the worker process was killed without a word"
+        )
+    if root.signature != GENERIC_EXCEPTION or exception_name(root) not in _PEER_GONE:
+        return None
     if not any(_FD_PASSING.search(line) for line in root.context):
-        return
-    premise = (
+        return None
+    return (
         f"{exception_name(root)} while receiving a batch from a DataLoader worker (rebuild_storage_fd): "
         "the worker process was killed without a word of its own"
     )
-    oom = silent_kill_suspects_oom(hyp.reasons, premise, kernel_logs)
+
+
+def _last_words(root: Event, events: Sequence[Event]) -> Event | None:
+    """The same rank's own report of a crash (a faulthandler dump, an abort), which Ray's driver
+    console may print after the raylet's report of the worker's death: the worker said why."""
+    if root.rank is None:
+        return None
+    return next(
+        (
+            e
+            for e in events
+            if e.rank == root.rank
+            and e.role == Role.ROOT
+            and e.category == Category.PROCESS_CRASH
+            and e.layer != Layer.FRAMEWORK
+        ),
+        None,
+    )
+
+
+def apply_lost_worker(hyp: Hypothesis, ev: ReasoningInput) -> None:
+    """A worker process that vanished without a word is read as a bare SIGKILL is.
+
+    Two reports say so without the signal: the socket error of a DataLoader batch's descriptor
+    hand-over (torch reports a worker that died between batches as "DataLoader worker (pid N) is
+    killed by signal: Killed"; one that dies while the main process is receiving its batch leaves
+    only ``ConnectionResetError`` under rebuild_storage_fd: pytorch/pytorch#28950, #1551, and the
+    ``dl_worker_kill`` runs of tools/realjobs), and Ray's "connection error code 2. End of file" for
+    a worker actor, whichever of Ray's messages carries it. Either is read as
+    ``hypothesis.silent_kill_suspects_oom`` reads a bare SIGKILL: the OOM killer, unless a kernel
+    log shows none (then a crash). Where the worker's own output shows it crashed (Ray's console can
+    print a worker's faulthandler dump after the raylet's report), it was no silent kill.
+    """
+    root = hyp.root_event
+    premise = None if root is None else _gone_without_a_word(root)
+    if root is None or premise is None:
+        return
+    said = _last_words(root, ev.events)
+    if said is not None:
+        recategorize(hyp, Category.PROCESS_CRASH)
+        hyp.reasons.append(f"the worker's own output shows it crashed: {said.text.strip()[:160]}")
+        return
+    oom = silent_kill_suspects_oom(hyp.reasons, premise, ev.kernel_logs)
     recategorize(hyp, Category.HOST_OOM if oom else Category.PROCESS_CRASH)
 
 
