@@ -150,6 +150,14 @@ def test_ray_worker_that_said_it_crashed_is_a_crash_not_a_silent_kill() -> None:
     assert any("Segmentation fault" in r for r in v.reasons)
 
 
+def test_ray_barrier_report_names_the_rank_the_others_wait_for() -> None:
+    # rank 1 sleeps after step 5; the others wait in Ray's ray.train.report barrier, where no torch
+    # timeout fires; the synchronisation actor's warning names rank 1, then the driver is killed
+    v = _v("ray_hang_r1")
+    assert str(v.category) == "hang" and v.culprit.ranks == [1]
+    assert str(v.action) == "restart"
+
+
 def test_ray_system_exit_in_a_worker_is_its_failure() -> None:
     v = _v("ray_exit_r1")  # the worker thread's traceback ends "SystemExit: 3"
     assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [1]

@@ -156,7 +156,7 @@ def candidates(corr: Correlation, inp: ReasoningInput) -> list[Candidate]:
     if not cands:
         cands = rankless_exit_candidates(corr)
     if not cands:
-        cands = orphan_cascade_candidates(corr)
+        cands = orphan_cascade_candidates(corr, inp.progress)
     if not cands:
         cands = quoted_cause_candidates(corr)
     if not cands:

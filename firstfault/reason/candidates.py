@@ -323,7 +323,7 @@ def scheduler_end_candidates(corr: Correlation) -> list[Candidate]:
     return [Candidate(CandidateKind.EVENT, end, None, end.host, end.ts, Category.SCHEDULER, [reason])]
 
 
-def orphan_cascade_candidates(corr: Correlation) -> list[Candidate]:
+def orphan_cascade_candidates(corr: Correlation, progress: Sequence[RankProgress] = ()) -> list[Candidate]:
     """The earliest symptom, when no fault it could follow from is anywhere in the bundle.
 
     A rendezvous that timed out connecting to its master, a socket refused at start-up, a
@@ -350,7 +350,36 @@ def orphan_cascade_candidates(corr: Correlation) -> list[Candidate]:
             "crashed or was killed) and its own output is not in the log, so the cause is unknown"
         )
         return [Candidate(CandidateKind.EVENT, e, None, e.host, e.ts, Category.UNKNOWN, [reason])]
+    named = _awaited_by_all(corr, e, progress)
+    if named is not None:
+        return [named]
     return [Candidate(CandidateKind.EVENT, e, e.rank, e.host, e.ts, e.category, [reason])]
+
+
+def _awaited_by_all(corr: Correlation, e: Event, progress: Sequence[RankProgress]) -> Candidate | None:
+    """The rank a rank-less waiting report names, when that report is the earliest error.
+
+    Some waits are reported once for the whole group by whoever holds the barrier (Ray Train's
+    synchronisation actor: "The workers have been waiting for 60.10 s for the following ranks to
+    join the `ray.train.report` call: [1]"), not by each victim: the line belongs to no rank, and
+    the rank it names is the one every other rank waits for. With no error before it, that rank
+    is stuck: a hang on it.
+    """
+    if e.rank is not None:
+        return None
+    awaited = awaited_ranks([e])
+    named = [r for r, _ in awaited.most_common() if r not in corr.ranks or not corr.ranks[r].roots]
+    if not named:
+        return None
+    r = named[0]
+    reasons = [
+        f"the earliest error is a report of who waits for whom, and it names rank(s) {rank_list(sorted(awaited))} "
+        f"as the one(s) the others wait for: nothing earlier shows a fault of their own, so rank {r} is stuck"
+    ]
+    p = next((p for p in progress if p.rank == r), None)
+    if p is not None and p.last_step is not None:
+        reasons.append(f"its last progress was step {p.last_step} at {iso(p.last_step_ts)}")
+    return Candidate(CandidateKind.SILENT, e, r, None, e.ts, Category.HANG, reasons)
 
 
 def _behind_or_named(corr: Correlation, prog: dict[int, RankProgress], fr_pos_of: dict[int, int]) -> list[int]:
