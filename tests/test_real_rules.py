@@ -144,10 +144,19 @@ def test_ray_worker_gone_without_a_word_is_read_as_a_bare_sigkill() -> None:
 
 
 def test_ray_worker_that_said_it_crashed_is_a_crash_not_a_silent_kill() -> None:
-    # the same raylet report, but the worker's faulthandler dump follows it in the console
+    # the same raylet report, but the worker's faulthandler dump follows it in the console: the
+    # report gives way to the worker's own words, and the controller's "The actor died
+    # unexpectedly" (a report of that death, timed by a neighbour line) does not make it a victim
     v = _v("ray_segfault_r2")
-    assert str(v.category) == "process_crash"
-    assert any("Segmentation fault" in r for r in v.reasons)
+    assert str(v.category) == "process_crash" and v.culprit.ranks[:1] == [2]
+    assert v.root_event is not None and "Segmentation fault" in v.root_event.text
+
+
+def test_ray_death_report_printed_first_gives_way_to_the_workers_own_error() -> None:
+    # rank 3 all-reduces a bigger buffer; the raylet's report of rank 2's death reaches the driver's
+    # console before rank 2's own gloo abort: the abort is the root, and names its ring sender
+    v = _v("ray_size_mismatch_report_r3")
+    assert str(v.category) == "collective_mismatch" and v.culprit.ranks[:1] == [3]
 
 
 def test_ray_barrier_report_names_the_rank_the_others_wait_for() -> None:

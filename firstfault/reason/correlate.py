@@ -38,6 +38,10 @@ TEARDOWN_SIGNALS = {"SIGTERM", "SIGINT", "SIGHUP"}
 #: How a process reports dying in interpreter shutdown (its threads still running): they say how it
 #: died, not why.
 SHUTDOWN_ABORTS = frozenset({"python.fatal_abort", "cpp.terminate_no_exception"})
+# A signature's ``sets = { defer = "report" }``: a supervisor's report of a process's death (Ray's
+# raylet: "A worker died or was killed ... Worker exit type: SYSTEM_ERROR"), which a driver's
+# console can print before the lines the process itself wrote on its way out
+REPORT = "report"
 
 
 @dataclass
@@ -166,8 +170,8 @@ def _rank_views(events: Sequence[Event]) -> tuple[dict[int, RankView], dict[str,
             v.roots.append(e)
             if v.first_root is None:
                 v.first_root = e
-        elif e.role == Role.CASCADE and v.first_cascade is None:
-            v.first_cascade = e
+        elif e.role == Role.CASCADE and v.first_cascade is None and e.fields.get("defer") != REPORT:
+            v.first_cascade = e  # a report of the rank's own death (REPORT) is not it losing a peer
         elif e.role == Role.TEARDOWN and v.first_teardown is None:
             v.first_teardown = e
     for v in ranks.values():
@@ -203,16 +207,23 @@ def _announces(e: Event) -> bool:
     return e.fields.get("defer") == "1"
 
 
+
+
 def _most_specific(roots: list[Event]) -> Event | None:
     """The first root event, or a more specific one right beside it.
 
     A C++ abort prints ``terminate called after throwing ...`` and then ``what(): <reason>``:
     signatures that only announce a reason to follow carry ``sets = {defer = "1"}``, and the
-    more specific event right after them is the better root.
+    more specific event right after them is the better root. A report of the process's death by
+    whoever supervised it (``defer = "report"``) gives way to the process's own root anywhere later
+    in the same file: the process's own words say why; the report only says that it died.
     """
     if not roots:
         return None
     first = roots[0]
+    if first.fields.get("defer") == REPORT:
+        own = (e for e in roots[1:] if e.source == first.source and e.fields.get("defer") != REPORT)
+        return next(own, first)
     best = first
     if not _announces(first):
         return first

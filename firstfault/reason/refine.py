@@ -19,7 +19,7 @@ from firstfault.reason.correlate import Candidate, Correlation
 from firstfault.reason.hypothesis import DEFAULT_ACTION, silent_kill_suspects_oom
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.nccl_coll import coll_mismatch
-from firstfault.vocab import CandidateKind, Category, Event, FRKind, Hypothesis, Layer, Role, TsQuality
+from firstfault.vocab import CandidateKind, Category, Event, FRKind, Hypothesis, Layer, TsQuality
 
 DETAIL_MISMATCH = "torch.collective_mismatch_detail"
 
@@ -211,24 +211,6 @@ def _gone_without_a_word(root: Event) -> str | None:
     )
 
 
-def _last_words(root: Event, events: Sequence[Event]) -> Event | None:
-    """The same rank's own report of a crash (a faulthandler dump, an abort), which Ray's driver
-    console may print after the raylet's report of the worker's death: the worker said why."""
-    if root.rank is None:
-        return None
-    return next(
-        (
-            e
-            for e in events
-            if e.rank == root.rank
-            and e.role == Role.ROOT
-            and e.category == Category.PROCESS_CRASH
-            and e.layer != Layer.FRAMEWORK
-        ),
-        None,
-    )
-
-
 def apply_lost_worker(hyp: Hypothesis, ev: ReasoningInput) -> None:
     """A worker process that vanished without a word is read as a bare SIGKILL is.
 
@@ -239,17 +221,12 @@ def apply_lost_worker(hyp: Hypothesis, ev: ReasoningInput) -> None:
     ``dl_worker_kill`` runs of tools/realjobs), and Ray's "connection error code 2. End of file" for
     a worker actor, whichever of Ray's messages carries it. Either is read as
     ``hypothesis.silent_kill_suspects_oom`` reads a bare SIGKILL: the OOM killer, unless a kernel
-    log shows none (then a crash). Where the worker's own output shows it crashed (Ray's console can
-    print a worker's faulthandler dump after the raylet's report), it was no silent kill.
+    log shows none (then a crash). A worker whose own output says why it died is read by that
+    output instead (``correlate.REPORT``): only one that said nothing reaches here.
     """
     root = hyp.root_event
     premise = None if root is None else _gone_without_a_word(root)
     if root is None or premise is None:
-        return
-    said = _last_words(root, ev.events)
-    if said is not None:
-        recategorize(hyp, Category.PROCESS_CRASH)
-        hyp.reasons.append(f"the worker's own output shows it crashed: {said.text.strip()[:160]}")
         return
     oom = silent_kill_suspects_oom(hyp.reasons, premise, ev.kernel_logs)
     recategorize(hyp, Category.HOST_OOM if oom else Category.PROCESS_CRASH)
