@@ -207,8 +207,6 @@ def _announces(e: Event) -> bool:
     return e.fields.get("defer") == "1"
 
 
-
-
 def _most_specific(roots: list[Event]) -> Event | None:
     """The first root event, or a more specific one right beside it.
 
