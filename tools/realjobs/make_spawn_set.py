@@ -1,0 +1,94 @@
+"""Build a labelled set of real jobs started by ``torch.multiprocessing.spawn`` (and one by the legacy
+``torch.distributed.launch``) from ``train.py``'s faults.
+
+    python tools/realjobs/make_spawn_set.py OUT [--only CASE ...] [--set 2] [--jobs 2]
+
+``spawn_train.py`` starts the ranks with ``mp.spawn``: one parent, no torchrun agent, no rank
+prefixes on the console, and the parent reports only the first process it finds dead. The bundle is
+the console (``console.log``), as people paste it, plus ``truth.json``, labelled from the injection
+and written before firstfault sees the bundle (the labels follow ``make_set.py``'s: a bare SIGKILL
+with no kernel log is a suspected host OOM; a rank that stops in a collective is a hang on it).
+Kept outside the repository (bundles are not committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from make_set import fault_args, free_port, run_job, truth_record  # the sibling script
+
+HERE = Path(__file__).resolve().parent
+# (name, fault, rank, step, expected category, culprit ranks, action, extra); extra "launcher":
+# "spawn" (default) or "launch" (python -m torch.distributed.launch, which passes --local-rank)
+CASES: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("sp_healthy_4r", "none", 0, 0, "none", [], "none", {}),
+    ("sp_exception_r2", "exception", 2, 6, "application_error", [2], "stop", {}),
+    ("sp_sigkill_r1", "sigkill", 1, 4, "host_oom", [1], "stop", {}),
+    ("sp_segfault_r3", "segfault", 3, 5, "process_crash", [3], "restart", {"style": "print"}),
+    ("sp_abort_r0", "abort", 0, 3, "process_crash", [0], "restart", {}),
+    ("sp_exit_r1", "exit", 1, 6, "application_error", [1], "stop", {"style": "print"}),
+    ("sp_hang_r2", "hang", 2, 5, "hang", [2], "restart", {}),
+    ("sp_size_mismatch_r1", "size_mismatch", 1, 4, "collective_mismatch", [1], "stop", {}),
+    ("sp_missing_file_all", "missing_file_all", 0, 0, "configuration", [], "stop", {}),
+    ("sp_import_all", "import", 0, 0, "configuration", [], "stop", {"style": "print"}),
+    ("sp_nan_r3", "nan_one", 3, 5, "numerical", [3], "stop", {}),
+    ("sp_dl_worker_exc_r1", "dl_worker_exc", 1, 4, "application_error", [1], "stop", {}),
+    ("launch_local_rank_arg", "none", 0, 0, "configuration", [], "stop", {"launcher": "launch"}),
+]
+
+# A second set, written with the first and generated after its rules: other sizes, ranks, steps, styles.
+CASES_2: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("sq_healthy_2r_print", "none", 0, 0, "none", [], "none", {"nproc": 2, "style": "print", "steps": 40}),
+    ("sq_exception_r0_3r", "exception", 0, 4, "application_error", [0], "stop", {"nproc": 3, "style": "print"}),
+    ("sq_sigkill_r2_3r", "sigkill", 2, 6, "host_oom", [2], "stop", {"nproc": 3, "style": "rankfmt"}),
+    ("sq_segfault_r1_2r", "segfault", 1, 3, "process_crash", [1], "restart", {"nproc": 2}),
+    ("sq_hang_r0_3r", "hang", 0, 4, "hang", [0], "restart", {"nproc": 3, "style": "print"}),
+    ("sq_size_mismatch_r2_3r", "size_mismatch", 2, 5, "collective_mismatch", [2], "stop", {"nproc": 3}),
+    ("sq_divisible_4r", "divisible", 0, 0, "configuration", [], "stop", {"style": "rankfmt"}),
+    ("sq_exit_r3", "exit", 3, 4, "application_error", [3], "stop", {}),
+    ("sq_nan_all_2r", "nan_all", 0, 5, "numerical", [], "stop", {"nproc": 2, "style": "print"}),
+]
+
+
+def run_case(out: Path, case: tuple) -> Path:
+    name, fault, rank, step, _cat, _culprits, _action, extra = case
+    d = out / name
+    d.mkdir(parents=True, exist_ok=True)
+    nproc = int(extra.get("nproc", 4))
+    args = fault_args(fault, rank, step, extra, d)
+    if extra.get("launcher") == "launch":
+        # the deprecated launcher passes --local-rank=N to a script that does not take it
+        argv = [sys.executable, "-m", "torch.distributed.launch", "--nproc-per-node", str(nproc)]
+        argv += ["--master-port", str(free_port()), str(HERE / "train.py"), *args]
+    else:
+        argv = [sys.executable, str(HERE / "spawn_train.py"), str(nproc), str(free_port()), *args]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    t0 = time.time()
+    rc = run_job(argv, env, d / "console.log")
+    truth = truth_record(case, nproc, rc, time.time() - t0, argv)
+    truth["generator"] = "tools/realjobs/make_spawn_set.py (independent of firstfault_sim)"
+    (d / "truth.json").write_text(json.dumps(truth, indent=1))
+    return d
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("out", type=Path)
+    p.add_argument("--only", nargs="*")
+    p.add_argument("--set", choices=("1", "2"), default="1", help="2: the second set (CASES_2)")
+    p.add_argument("--jobs", type=int, default=2)
+    a = p.parse_args()
+    cases = [c for c in (CASES if a.set == "1" else CASES_2) if not a.only or c[0] in a.only]
+    with ThreadPoolExecutor(a.jobs) as ex:
+        for d in ex.map(lambda c: run_case(a.out, c), cases):
+            print(d.name, json.loads((d / "truth.json").read_text())["exit_code"], flush=True)
+
+
+if __name__ == "__main__":
+    main()
