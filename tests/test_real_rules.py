@@ -236,3 +236,39 @@ def test_the_controllers_summary_below_a_snippet_is_not_that_ranks_error() -> No
     copies inherit an earlier second than the worker's own line; the summary is not rank 1's."""
     v = _v("ray_exit_report_r1")
     assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [1]
+
+
+def test_mp_spawn_header_names_whose_traceback_follows() -> None:
+    # torch.multiprocessing.spawn's parent prints the child's traceback under "-- Process 2
+    # terminated with the following error:"; no line of it carries a rank
+    v = _v("sp_exception_r2")
+    assert str(v.category) == "application_error" and v.culprit.ranks == [2]
+    assert v.root_event is not None and v.root_event.text.strip() == "KeyError: 6"
+
+
+def test_mp_spawn_signal_death_is_an_exit_record() -> None:
+    # "process 1 terminated with signal SIGKILL": a bare SIGKILL of rank 1, read as under torchrun
+    v = _v("sp_sigkill_r1")
+    assert str(v.category) == "host_oom" and v.culprit.ranks == [1]
+
+
+def test_processes_the_launcher_stopped_bound_the_world_size() -> None:
+    # rank 0 aborts on rank 1's bigger buffer; nothing names the world size, but mp.spawn
+    # terminated three other processes: the ring sender (0 + 1) % world is rank 1
+    v = _v("sp_size_mismatch_r1")
+    assert str(v.category) == "collective_mismatch" and v.culprit.ranks[:1] == [1]
+
+
+def test_a_lone_timeout_is_not_rank_0_alone_when_the_launcher_stopped_live_peers() -> None:
+    # rank 2 hangs; mp.spawn reports rank 0's recv timeout and terminates ranks 1-3, whose
+    # silence is the tear-down's: a hang whose stuck rank the log does not show, no culprit
+    v = _v("sp_hang_r2")
+    assert str(v.category) == "hang" and v.culprit.ranks == []
+    assert any("stopped 3 other process(es)" in r for r in v.reasons)
+
+
+def test_argparse_refusing_the_launchers_local_rank_is_configuration() -> None:
+    # the deprecated torch.distributed.launch passes --local-rank=N to a script written for torchrun
+    v = _v("launch_local_rank_arg")
+    assert str(v.category) == "configuration" and v.culprit.ranks == []
+    assert v.root_event is not None and "unrecognized arguments: --local-rank=" in v.root_event.text

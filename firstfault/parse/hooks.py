@@ -69,12 +69,16 @@ def faulthandler_stack(ev: Event, hit: Hit, ctx: ParseContext) -> None:
 
 
 def signal_exit(ev: Event, hit: Hit, ctx: ParseContext) -> None:
-    """A launcher's "exited on signal N": the exit record of a process killed by signal N.
+    """A launcher's "exited on signal N" (or "with signal SIGKILL"): the exit record of a process
+    killed by that signal.
 
     Written as torchrun writes a signal death (``exitcode = -N``, ``signame = SIGxxx``), so every
     stage reads one kind of exit record whichever launcher printed it.
     """
     num = ev.fields.get("signum", "")
+    name = ev.fields.get("signame", "")
+    if not num and name in signal.Signals.__members__:  # "terminated with signal SIGKILL"
+        num = str(signal.Signals[name].value)
     if not num.isdigit() or "exitcode" in ev.fields:
         return
     ev.fields["exitcode"] = f"-{num}"

@@ -15,22 +15,16 @@ gaps and never overwrite a rank a line's own prefix gave.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
-from collections import defaultdict
 
 from firstfault.vocab import Event
 from firstfault.vocab.identity import RAY_PREFIX
 from firstfault.vocab.topology import Topology
 
 WORKER_RANK = "ray.train_worker_rank"
-ERROR_SNIPPET = "ray.train_error_snippet"
 # The controller's own summary, "ray.train.WorkerGroupError: Training failed due to worker errors:",
 # which introduces the snippets (WorkerGroupError's message, then ``poll.py``'s snippets): a report
 # about the ranks below it, never an error of the rank whose snippet stands above it
 GROUP_REPORT = "ray.train_worker_group_error"
-# How far below its header a snippet's error can stand: the controller quotes a traceback of a
-# few frames, a health check's worker record (about a dozen lines), then the exception
-SNIPPET_LINES = 40
 # One row of the worker group's table (the ``ray.train_worker_rank`` signature's words), for the
 # readers of a file's head and tail that run before signatures do (``parse.facts``)
 _WORKER_ROW = re.compile(r"- \(ip=[\w.:-]+, pid=(?P<pid>\d+)\) world_rank=(?P<rank>\d+), ")
@@ -54,24 +48,18 @@ def worker_rank(raw: str, pids: dict[int, int]) -> int | None:
 
 
 def learn_from_ray(events: list[Event], topology: Topology) -> None:
-    """Give Ray Train workers' events their world rank (by the pid Ray's label or the raylet's
-    death report names), and a snippet's error its rank."""
-    table: list[Event] = []
-    heads: list[Event] = []
-    for e in events:  # one pass: this runs on every bundle, of hundreds of thousands of events
-        if e.signature == WORKER_RANK:
-            table.append(e)
-        elif e.signature == ERROR_SNIPPET:
-            heads.append(e)
-    if not table and not heads:
-        return
+    """Give Ray Train workers' events their world rank, by the pid Ray's label or the raylet's
+    death report names (a snippet's error is placed by its header: ``parse.headers``)."""
+    table = [e for e in events if e.signature == WORKER_RANK]  # one pass: runs on every bundle
     pid_rank: dict[int, int] = {}
     for e in table:
         pid, rank = int(e.fields["worker_pid"]), int(e.fields["world_rank"])
         if pid_rank.setdefault(pid, rank) != rank:
             pid_rank[pid] = -1  # one pid named as two ranks (two attempts' tables): place by neither
     pid_rank = {p: r for p, r in pid_rank.items() if r >= 0}
-    if pid_rank and topology.world_size is None:
+    if not pid_rank:
+        return
+    if topology.world_size is None:
         topology.world_size = len(set(pid_rank.values()))
     for e in events:
         if e.rank is not None:
@@ -80,29 +68,3 @@ def learn_from_ray(events: list[Event], topology: Topology) -> None:
             e.rank = pid_rank[e.pid]
         elif (dead := e.fields.get("worker_pid", "")).isdigit() and int(dead) in pid_rank:
             e.rank = pid_rank[int(dead)]  # the raylet's report of a worker's death names its PID
-    _place_snippets(events, heads)
-
-
-def _place_snippets(events: list[Event], heads: list[Event]) -> None:
-    """The events under a ``[Rank N Error Snippet]:`` header are rank N's, up to the next header,
-    but for the controller's summary that introduces the next report (``GROUP_REPORT``).
-
-    A header naming several ranks ("0,1,2,3": they failed alike) places nobody: no one of them
-    is the culprit, and the reading of a failure every rank shares is left to reasoning.
-    """
-    by_file: dict[str, list[Event]] = defaultdict(list)
-    for h in heads:
-        by_file[h.source].append(h)
-    for hs in by_file.values():
-        hs.sort(key=lambda h: h.line)
-    lines = {src: [h.line for h in hs] for src, hs in by_file.items()}
-    for e in events:
-        if e.rank is not None or e.signature in (ERROR_SNIPPET, GROUP_REPORT) or e.source not in by_file:
-            continue
-        i = bisect_left(lines[e.source], e.line)  # the headers above e: those before index i
-        if not i:
-            continue
-        h = by_file[e.source][i - 1]
-        ranks = h.fields.get("snippet_ranks", "")
-        if e.line - h.line <= SNIPPET_LINES and ranks.isdigit():
-            e.rank = int(ranks)

@@ -14,8 +14,9 @@ import json
 from collections.abc import Sequence
 
 from firstfault.discover import Bundle
+from firstfault.parse.headers import place_under_headers
 from firstfault.parse.nccl import NcclPlacement, placement_from_events
-from firstfault.parse.ray import learn_from_ray
+from firstfault.parse.ray import GROUP_REPORT, learn_from_ray
 from firstfault.vocab import Event, FileKind, settings
 from firstfault.vocab.topology import Topology, normalize_pci
 
@@ -96,9 +97,11 @@ def learn_from_nccl(events: list[Event], topology: Topology) -> NcclPlacement:
 
 
 def learn_topology(events: list[Event], bundle: Bundle, topology: Topology, warnings: list[str]) -> None:
-    """The end of parsing: NCCL's and Ray Train's placement fill the gaps, then every rank's events get their place."""
+    """The end of parsing: NCCL's, Ray Train's and report headers' placement fill the gaps, then every
+    rank's events get their place."""
     learn_from_nccl(events, topology)
     learn_from_ray(events, topology)
+    place_under_headers(events, skip=(GROUP_REPORT,))  # a launcher's header says whose error follows
     limit = settings.current().limits.max_world
     if topology.world_size is not None and not 0 < topology.world_size <= limit:
         warnings.append(

@@ -36,6 +36,8 @@ from firstfault.reason.correlate import (
     host_explains,
     is_exit_record,
     quotes_cause,
+    stopped_how,
+    survivors_stopped,
 )
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.straggler import find_slowdown
@@ -394,12 +396,18 @@ def _nobody_stands_out(corr: Correlation, victims: set[int], ev: ReasoningInput)
     """Every rank in the logs timed out waiting and none stands out: say so, name no culprit."""
     world = ev.topology.world_size
     seen = sorted(corr.ranks)
-    if seen == [0] and victims == {0} and (world is None or world > 1) and corr.ranks[0].timed_out():
+    stopped = survivors_stopped(corr)
+    if seen == [0] and victims == {0} and (world is None or world > 1) and corr.ranks[0].timed_out() and not stopped:
         return _rank0_alone(world)
     reasons = [
         f"every rank in the logs ({rank_list(seen)}) reported a timeout or lost connection: none is the "
         "rank the others waited for"
     ]
+    if stopped:
+        reasons.append(
+            f"the launcher stopped {stopped} other process(es) after the failure ({stopped_how(corr)}): they were "
+            "alive, stuck or waiting elsewhere, and their own lines say nothing of where"
+        )
     if world is None:
         reasons.append(
             "the world size is not in the logs, so a rank that printed nothing cannot be ruled out: it is the "

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from firstfault.reason.causality import RING_RECV, group_mismatch, ring_sender
 from firstfault.reason.configuration import CommonFailure, before_training, pretraining_category, template_key
-from firstfault.reason.correlate import Candidate, Correlation
+from firstfault.reason.correlate import Candidate, Correlation, survivors_stopped
 from firstfault.reason.hypothesis import DEFAULT_ACTION, silent_kill_suspects_oom
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.nccl_coll import coll_mismatch
@@ -25,9 +25,14 @@ DETAIL_MISMATCH = "torch.collective_mismatch_detail"
 
 
 def world_size(corr: Correlation, ev: ReasoningInput) -> int | None:
+    """The world size the topology knows, else the least the logs show: the highest rank seen plus
+    one, or the failed process plus the others its launcher stopped (all of them ranks of the job)."""
     if ev.topology.world_size:
         return ev.topology.world_size
-    return max(corr.ranks) + 1 if corr.ranks else None
+    seen = max(corr.ranks) + 1 if corr.ranks else 0
+    stopped = survivors_stopped(corr)
+    least = max(seen, 1 + stopped if stopped else 0)
+    return least or None
 
 
 def common_applies(win: Candidate, common: CommonFailure) -> bool:
