@@ -514,8 +514,12 @@ def _launcher_stops(corr: Correlation) -> list[Event]:
 
 
 def survivors_stopped(corr: Correlation) -> int:
-    """How many other processes the launcher stopped: processes alive when the failure came."""
-    return len({e.fields["pid"] for e in _launcher_stops(corr)})
+    """How many other processes the launcher stopped in one attempt (the most of any): processes
+    alive when the failure came. A restarted job's attempts stop new processes each time."""
+    pids: dict[int | None, set[str]] = {}
+    for e in _launcher_stops(corr):
+        pids.setdefault(e.attempt, set()).add(e.fields["pid"])
+    return max(map(len, pids.values()), default=0)
 
 
 def stopped_how(corr: Correlation) -> str:
