@@ -50,6 +50,8 @@ def test_every_rank_failing_the_same_way_before_training_is_configuration(case: 
 
 
 def test_rankless_traceback_belongs_to_the_only_failed_rank() -> None:
+    # torchrun stopped the other ranks first; the failure names rank 1's own input ("shard-00001"),
+    # so it is rank 1's, not every rank's set-up (refine._names_rank)
     v = _v("missing_file_r1")
     assert str(v.category) == "configuration" and v.culprit.ranks[:1] == [1]
     assert v.root_event is not None and "No such file or directory" in v.root_event.text
@@ -272,3 +274,10 @@ def test_argparse_refusing_the_launchers_local_rank_is_configuration() -> None:
     v = _v("launch_local_rank_arg")
     assert str(v.category) == "configuration" and v.culprit.ranks == []
     assert v.root_event is not None and "unrecognized arguments: --local-rank=" in v.root_event.text
+
+
+def test_a_setup_failure_whose_peers_were_torn_down_first_names_no_rank() -> None:
+    # every rank lacks the module, but torchrun stopped ranks 1-3 (SIGTERM) before they got to the
+    # import: only rank 0's error is in the log, and the others showed nothing of their own
+    v = _v("import_error_torn_down")
+    assert str(v.category) == "configuration" and v.culprit.ranks == []

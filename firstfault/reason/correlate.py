@@ -509,7 +509,10 @@ def _launcher_stops(corr: Correlation) -> list[Event]:
         e
         for evs in corr.host_events.values()
         for e in evs
-        if e.role == Role.TEARDOWN and e.layer == Layer.LAUNCHER and e.fields.get("pid") and e.fields.get("signame")
+        if e.role == Role.TEARDOWN
+        and e.layer == Layer.LAUNCHER
+        and e.fields.get("pid")
+        and e.fields.get("signame") in TEARDOWN_SIGNALS  # not a failed process's own signal
     ]
 
 

@@ -15,24 +15,23 @@ from collections.abc import Callable, Sequence
 
 from firstfault.reason.causality import RING_RECV, group_mismatch, ring_sender
 from firstfault.reason.configuration import CommonFailure, before_training, pretraining_category, template_key
-from firstfault.reason.correlate import Candidate, Correlation, survivors_stopped
+from firstfault.reason.correlate import Candidate, Correlation, RankView, is_exit_record, survivors_stopped
 from firstfault.reason.hypothesis import DEFAULT_ACTION, silent_kill_suspects_oom
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.nccl_coll import coll_mismatch
-from firstfault.vocab import CandidateKind, Category, Event, FRKind, Hypothesis, Layer, TsQuality
+from firstfault.vocab import CandidateKind, Category, Event, FRKind, Hypothesis, Layer, Role, TsQuality
 
 DETAIL_MISMATCH = "torch.collective_mismatch_detail"
 
 
 def world_size(corr: Correlation, ev: ReasoningInput) -> int | None:
     """The world size the topology knows, else the least the logs show: the highest rank seen plus
-    one, or the failed process plus the others its launcher stopped (all of them ranks of the job)."""
+    one, or the number of processes the launcher stopped (each a rank of the job; the one that
+    failed may be among them, when the stop came from outside)."""
     if ev.topology.world_size:
         return ev.topology.world_size
     seen = max(corr.ranks) + 1 if corr.ranks else 0
-    stopped = survivors_stopped(corr)
-    least = max(seen, 1 + stopped if stopped else 0)
-    return least or None
+    return max(seen, survivors_stopped(corr)) or None
 
 
 def common_applies(win: Candidate, common: CommonFailure) -> bool:
@@ -339,15 +338,39 @@ def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInpu
         return
     seen = {r for r, v in corr.ranks.items() if v.events or v.unrecognised}
     (rank,) = hyp.culprit.ranks
-    if seen - {rank}:
-        return
+    went_on = {r for r in seen if _went_on(corr.ranks[r])} | {p.rank for p in inp.progress if p.last_step is not None}
+    if went_on - {rank} or (seen - {rank} and _names_rank(hyp.root_event, rank)):
+        return  # the others got further, or the failure names this rank's own input ("shard-00001")
     hyp.culprit.ranks = []
     # the headline must not name the rank the culprit no longer names
+    if seen - {rank}:
+        hyp.summary = hyp.summary.replace(f" on rank {rank}", " (first of the ranks; the rest were torn down)", 1)
+        hyp.reasons.append(
+            f"rank {rank} failed first and the launcher stopped the other ranks before they showed anything of "
+            "their own: a set-up failure, a library's bug or a mistake in the start-up code is every rank's, "
+            "so no rank is named"
+        )
+        return
     hyp.summary = hyp.summary.replace(f" on rank {rank}", f" (only rank {rank} is in the log)", 1)
     hyp.reasons.append(
         f"rank {rank} is the only rank in the log: a set-up failure, a library's bug or a mistake in the "
         "start-up code is every rank's, so no rank is named"
     )
+
+
+_NUMBERS = re.compile(r"\d+")
+
+
+def _names_rank(root: Event | None, rank: int) -> bool:
+    """Does the failure's own line carry the rank's number (its shard, its device, its port)? Then
+    it is about that rank's own input, which the others, stopped first, may well have had."""
+    return root is not None and rank in {int(n) for n in _NUMBERS.findall(root.text)[:50] if len(n) < 9}
+
+
+def _went_on(v: RankView) -> bool:
+    """Does a rank's own output show what it did, beyond being stopped (its exit record, its
+    tear-down)? An error, a timeout, an unrecognised line of its own: it got as far as that."""
+    return bool(v.unrecognised) or any(e.role != Role.TEARDOWN and not is_exit_record(e) for e in v.events)
 
 
 def apply_witness(hyp: Hypothesis, corr: Correlation, world: int | None) -> None:
