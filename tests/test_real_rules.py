@@ -281,3 +281,11 @@ def test_a_setup_failure_whose_peers_were_torn_down_first_names_no_rank() -> Non
     # import: only rank 0's error is in the log, and the others showed nothing of their own
     v = _v("import_error_torn_down")
     assert str(v.category) == "configuration" and v.culprit.ranks == []
+
+
+def test_the_ring_wraps_at_the_stopped_plus_the_ended_processes() -> None:
+    # 3 ranks under mp.spawn: rank 2 all-reduces a bigger buffer, rank 1 aborts (SIGABRT, its own
+    # end) and the parent terminates the other two: the world is at least 2 + 1, and rank 1
+    # receives from (1 + 1) % 3 = 2, not from rank 0
+    v = _v("sp_size_mismatch_wrap_r2")
+    assert str(v.category) == "collective_mismatch" and v.culprit.ranks[:1] == [2]

@@ -15,7 +15,15 @@ from collections.abc import Callable, Sequence
 
 from firstfault.reason.causality import RING_RECV, group_mismatch, ring_sender
 from firstfault.reason.configuration import CommonFailure, before_training, pretraining_category, template_key
-from firstfault.reason.correlate import Candidate, Correlation, RankView, is_exit_record, survivors_stopped
+from firstfault.reason.correlate import (
+    TEARDOWN_SIGNALS,
+    Candidate,
+    Correlation,
+    RankView,
+    exit_signal,
+    is_exit_record,
+    survivors_stopped,
+)
 from firstfault.reason.hypothesis import DEFAULT_ACTION, silent_kill_suspects_oom
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.nccl_coll import coll_mismatch
@@ -26,12 +34,16 @@ DETAIL_MISMATCH = "torch.collective_mismatch_detail"
 
 def world_size(corr: Correlation, ev: ReasoningInput) -> int | None:
     """The world size the topology knows, else the least the logs show: the highest rank seen plus
-    one, or the number of processes the launcher stopped (each a rank of the job; the one that
-    failed may be among them, when the stop came from outside)."""
+    one, or the processes the launcher stopped plus the ranks that had ended on their own (an exit
+    code, a signal that was not the launcher's) and so were not among them."""
     if ev.topology.world_size:
         return ev.topology.world_size
     seen = max(corr.ranks) + 1 if corr.ranks else 0
-    return max(seen, survivors_stopped(corr)) or None
+    stopped = survivors_stopped(corr)
+    if not stopped:
+        return seen or None
+    ended = sum(1 for v in corr.ranks.values() if any(exit_signal(x) not in TEARDOWN_SIGNALS for x in v.exits))
+    return max(seen, stopped + ended)
 
 
 def common_applies(win: Candidate, common: CommonFailure) -> bool:
