@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 from firstfault_sim.slurm import task_env
-from firstfault_sim.slurm_cluster import JobRecord, SlurmCluster, _free_ports
+from firstfault_sim.ports import free_ports
+from firstfault_sim.slurm_cluster import JobRecord, SlurmCluster
 
 HERE = Path(__file__).resolve().parent
 # name, fault, rank, step, category, culprit ranks, culprit hosts, action, options
@@ -92,7 +93,7 @@ def run(c: SlurmCluster, case: tuple, out: Path) -> tuple[JobRecord, float]:
     bundle = (out / case[0]).resolve()
     shutil.rmtree(bundle, ignore_errors=True)
     bundle.mkdir(parents=True)
-    text = script(case, bundle, _free_ports(1)[0])
+    text = script(case, bundle, free_ports(1)[0])
     (bundle / "job.sbatch").write_text(text)
     env = task_env(None)
     env.pop("PYTHONWARNINGS", None)
