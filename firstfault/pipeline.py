@@ -130,6 +130,7 @@ def _after_parse(
         context=context,
         kernel_logs=bool(bundle.of_kind(FileKind.KERNEL_LOG)),
         training_end=pr.ctx.training_end,
+        file_spans=_console_spans(bundle, pr),
     )
     verdict = attribute(corr, inp, warnings, later=later)
     stats = {
@@ -142,6 +143,16 @@ def _after_parse(
         "total_s": round(time.perf_counter() - t0, 4),
     }
     return dataclasses.replace(verdict, stats=stats)
+
+
+def _console_spans(bundle: Bundle, pr: ParseResult) -> dict[str, tuple[float, float]]:
+    """Each console's and log's first and last time; not a rank's own stdout/stderr split (its errors
+    are in its other file, so its quiet stdout says nothing of its end)."""
+    return {
+        f.rel: pr.ctx.spans[f.rel]
+        for f in bundle.files
+        if f.rel in pr.ctx.spans and f.kind != FileKind.ELASTIC_RANK_LOG
+    }
 
 
 def _refuse_unusable(pr: ParseResult, bundle: Bundle) -> None:

@@ -289,3 +289,19 @@ def test_the_ring_wraps_at_the_stopped_plus_the_ended_processes() -> None:
     # receives from (1 + 1) % 3 = 2, not from rank 0
     v = _v("sp_size_mismatch_wrap_r2")
     assert str(v.category) == "collective_mismatch" and v.culprit.ranks[:1] == [2]
+
+
+def test_a_nodes_console_gives_its_rankless_traceback_to_its_own_failed_rank() -> None:
+    # two torchrun agents, one console each: node 1's rank 2 misses its shard (a traceback with no
+    # rank), node 0's ranks time out waiting for it; each console's failure records are read alone,
+    # and the agent's "local_rank: 0" line is global rank 2 by its pid in the failure record
+    v = _v("mn_missing_file_r2")
+    assert str(v.category) == "configuration" and v.culprit.ranks == [2]
+
+
+def test_a_console_that_stopped_as_its_peers_lost_it_holds_the_lost_processes() -> None:
+    # node 1's agent and workers are SIGKILLed at once mid-training: node1.log just stops, and
+    # node 0's ranks lose their connections at that moment; a crash of node 1's processes, not a hang
+    v = _v("mn_node1_lost")
+    assert str(v.category) == "process_crash"
+    assert any("node1.log stops at" in r for r in v.reasons)

@@ -96,11 +96,34 @@ def learn_from_nccl(events: list[Event], topology: Topology) -> NcclPlacement:
     return pl
 
 
+def _global_by_pid(events: list[Event]) -> None:
+    """A worker's global rank for the agent's lines that name only its local rank.
+
+    torchrun's agent logs "failed (exitcode: 1) local_rank: 0 (pid: 2332)": a local rank, which the
+    hooks take for the rank (right on one node, wrong on node 1 of two, where local rank 0 is
+    global rank 2). The failure record in the same console says "rank : 2 (local_rank: 0)" for
+    the same pid. Where both name a pid, the record's global rank wins."""
+    by_pid = {
+        (e.source, e.fields["pid"]): e.rank
+        for e in events
+        if "torchrun_root" in e.fields and e.rank is not None and e.fields.get("pid")  # a failure record
+    }
+    if not by_pid:
+        return
+    for e in events:
+        pid = e.fields.get("pid")
+        if pid and e.local_rank is not None and e.rank == e.local_rank and "torchrun_root" not in e.fields:
+            rank = by_pid.get((e.source, pid))
+            if rank is not None:
+                e.rank = rank
+
+
 def learn_topology(events: list[Event], bundle: Bundle, topology: Topology, warnings: list[str]) -> None:
     """The end of parsing: NCCL's, Ray Train's and report headers' placement fill the gaps, then every
     rank's events get their place."""
     learn_from_nccl(events, topology)
     learn_from_ray(events, topology)
+    _global_by_pid(events)
     place_under_headers(events, skip=(GROUP_REPORT,))  # a launcher's header says whose error follows
     limit = settings.current().limits.max_world
     if topology.world_size is not None and not 0 < topology.world_size <= limit:

@@ -394,6 +394,9 @@ def _behind_or_named(corr: Correlation, prog: dict[int, RankProgress], fr_pos_of
 
 def _nobody_stands_out(corr: Correlation, victims: set[int], ev: ReasoningInput) -> Candidate:
     """Every rank in the logs timed out waiting and none stands out: say so, name no culprit."""
+    lost = _lost_file(corr, victims, ev)
+    if lost is not None:
+        return lost
     world = ev.topology.world_size
     seen = sorted(corr.ranks)
     stopped = survivors_stopped(corr)
@@ -429,6 +432,47 @@ def _conflict_reading(conflict: CollectiveConflict) -> Candidate:
         "or TORCH_DISTRIBUTED_DEBUG=DETAIL would show each rank's collective)",
     ]
     return Candidate(CandidateKind.SILENT, None, None, None, None, Category.COLLECTIVE_MISMATCH, reasons)
+
+
+# A dead process's sockets close at once, so its peers see the loss within seconds of its last line;
+# a hang is seen only after a timeout. A console that stopped within this of the first victim's
+# error (and no later than it, but for the clock's grain) was lost; one that stopped earlier hung.
+LOST_FILE_BEFORE_S = 5.0
+LOST_FILE_GRAIN_S = 1.0
+
+
+def _lost_file(corr: Correlation, victims: set[int], ev: ReasoningInput) -> Candidate | None:
+    """A console that went quiet mid-training as every rank in the logs lost its peers.
+
+    A multi-node job leaves one console per node. When a node is lost (its machine down, its
+    processes killed at once), its console just stops: no error, no exit, no end, since nothing on
+    it was left to write one. Its peers lose their connections at once (a dead process's sockets
+    close), and every rank the logs show is a victim. A console (``file_spans`` holds no rank's own
+    split stdout/stderr) that stopped then, with no line of its own failing or ending, holds the
+    processes they lost.
+    """
+    if not ev.training.seen or len(ev.file_spans) < 2:
+        return None
+    firsts = [v.first_cascade.ts for r, v in corr.ranks.items() if r in victims and v.first_cascade is not None]
+    first = min((t for t in firsts if t is not None), default=None)
+    if first is None:
+        return None
+    spoke = {e.source for e in ev.events if e.role in (Role.ROOT, Role.CASCADE, Role.TEARDOWN) or is_exit_record(e)}
+    lo, hi_max = first - LOST_FILE_BEFORE_S, first + LOST_FILE_GRAIN_S
+    quiet = [(hi, src) for src, (_, hi) in ev.file_spans.items() if src not in spoke and lo <= hi <= hi_max]
+    if not quiet:
+        return None
+    hi, src = min(quiet)
+    ranks = sorted({e.rank for e in ev.events if e.source == src and e.rank is not None})
+    reasons = [
+        f"{src} stops at {iso(hi)}, as its peers lost their connections, with no error, exit or end of its own: "
+        "the processes writing it were lost without a word (their machine went down, or they were killed at "
+        "once: check that node's kernel log and the scheduler); a hang would have stopped a timeout earlier",
+        f"every rank that printed elsewhere ({rank_list(sorted(victims))}) lost its peers then",
+    ]
+    if not ranks:
+        reasons.append(f"no line of {src} names its ranks, so none is named")
+    return Candidate(CandidateKind.SILENT, None, ranks[0] if ranks else None, None, hi, Category.PROCESS_CRASH, reasons)
 
 
 def _rank0_alone(world: int | None) -> Candidate:

@@ -299,7 +299,10 @@ def place_rankless(events: Sequence[Event]) -> int | None:
     failure records say which ranks failed on their own: an exit that is not a tear-down signal,
     by a rank with no error line of its own. When exactly one rank did, the rank-less exceptions
     of processes (application and framework layers) printed before its record are that rank's.
-    Returns the rank, or None when nothing was placed.
+    When several ranks did, across a bundle of several consoles (one per node's torchrun agent),
+    each console's own records are read alone: the rank-less lines of a node's console are its
+    workers', and a console whose records name one such rank gives its lines to that rank.
+    Returns the rank (the first placed), or None when nothing was placed.
     """
     own = {
         e.rank
@@ -309,6 +312,19 @@ def place_rankless(events: Sequence[Event]) -> int | None:
         and e.role in (Role.ROOT, Role.CASCADE)
         and e.signature != UNRECOGNISED
     }
+    placed = _place_rankless_in(events, own)
+    if placed is not None or len({e.source for e in events}) < 2:
+        return placed
+    by_source: dict[str, list[Event]] = defaultdict(list)
+    for e in events:
+        by_source[e.source].append(e)
+    got = [r for evs in by_source.values() if (r := _place_rankless_in(evs, own)) is not None]
+    return got[0] if got else None
+
+
+def _place_rankless_in(events: Sequence[Event], own: set[int | None]) -> int | None:
+    """``place_rankless`` over ``events`` (a bundle, or one console of it); ``own``: the ranks
+    with an error line of their own."""
     failed: dict[int, Event] = {}
     for e in events:
         if e.rank is not None and is_exit_record(e) and exit_signal(e) not in TEARDOWN_SIGNALS and e.rank not in own:

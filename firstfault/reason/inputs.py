@@ -36,6 +36,8 @@ class ReasoningInput:
     context: list[Event] = field(default_factory=list)  # host evidence outside the job window, or benign
     kernel_logs: bool = False  # the bundle holds a kernel log: an OOM kill would show in it
     training_end: str | None = None  # a rank's progress line at its last step ("step N/N"), as file:line: text
+    # each job-output file's first and last time (a node's console that stopped before its peers failed)
+    file_spans: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def fr_culprits(fr: FRAnalysis | None) -> list[FRCulprit]:
