@@ -15,6 +15,7 @@ Kept outside the repository (bundles are not committed).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -47,7 +48,16 @@ CASES_2: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("mo_segfault_r3", "segfault", 3, 6, "process_crash", [3], "restart", {}),
     ("mo_hang_r2_rankfmt", "hang", 2, 4, "hang", [2], "restart", {"style": "rankfmt"}),
     ("mo_nan_r1", "nan_one", 1, 5, "numerical", [1], "stop", {}),
-    ("mo_node1_lost_print", "none", 2, 4, "process_crash", [2], "restart", {"cluster": "node_lost", "steps": 3000, "style": "print"}),
+    (
+        "mo_node1_lost_print",
+        "none",
+        2,
+        4,
+        "process_crash",
+        [2],
+        "restart",
+        {"cluster": "node_lost", "steps": 3000, "style": "print"},
+    ),
     ("mo_healthy_print", "none", 0, 0, "none", [], "none", {"style": "print", "steps": 30}),
 ]
 
@@ -61,10 +71,8 @@ def _agent(node: int, port: int, args: list[str], console: Path, env: dict[str, 
 
 
 def _stop(p: subprocess.Popen[bytes], sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(p.pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _descendants(pid: int) -> list[int]:
@@ -85,10 +93,8 @@ def _kill_when(p: subprocess.Popen[bytes], console: Path, marker: bytes, limit: 
     while time.monotonic() < end and p.poll() is None:
         if marker in console.read_bytes():
             for pid in [p.pid, *_descendants(p.pid)]:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             return
         time.sleep(0.2)
 

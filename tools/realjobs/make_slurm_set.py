@@ -18,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from firstfault_sim.slurm import task_env
 from firstfault_sim.ports import free_ports
+from firstfault_sim.slurm import task_env
 from firstfault_sim.slurm_cluster import JobRecord, SlurmCluster
 
 HERE = Path(__file__).resolve().parent
