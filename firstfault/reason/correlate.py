@@ -322,7 +322,7 @@ def place_rankless(events: Sequence[Event]) -> int | None:
     return got[0] if got else None
 
 
-def _place_rankless_in(events: Sequence[Event], own: set[int | None]) -> int | None:
+def _place_rankless_in(events: Sequence[Event], own: Container[int | None]) -> int | None:
     """``place_rankless`` over ``events`` (a bundle, or one console of it); ``own``: the ranks
     with an error line of their own."""
     failed: dict[int, Event] = {}
