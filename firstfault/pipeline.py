@@ -145,14 +145,11 @@ def _after_parse(
     return dataclasses.replace(verdict, stats=stats)
 
 
-def _console_spans(bundle: Bundle, pr: ParseResult) -> dict[str, tuple[float, float]]:
-    """Each console's and log's first and last time; not a rank's own stdout/stderr split (its errors
-    are in its other file, so its quiet stdout says nothing of its end)."""
-    return {
-        f.rel: pr.ctx.spans[f.rel]
-        for f in bundle.files
-        if f.rel in pr.ctx.spans and f.kind != FileKind.ELASTIC_RANK_LOG
-    }
+def _console_spans(bundle: Bundle, pr: ParseResult) -> dict[str, tuple[float, float] | None]:
+    """Each console's and log's first and last time (None: no timed line); not a rank's own
+    stdout/stderr split (its errors are in its other file, so a quiet stdout says nothing of its end)."""
+    kinds = (FileKind.LAUNCHER_CONSOLE, FileKind.APP_LOG, FileKind.SLURM_OUTPUT)
+    return {f.rel: pr.ctx.spans.get(f.rel) for f in bundle.of_kind(*kinds)}
 
 
 def _refuse_unusable(pr: ParseResult, bundle: Bundle) -> None:

@@ -305,3 +305,10 @@ def test_a_console_that_stopped_as_its_peers_lost_it_holds_the_lost_processes() 
     v = _v("mn_node1_lost")
     assert str(v.category) == "process_crash"
     assert any("node1.log stops at" in r for r in v.reasons)
+
+
+def test_an_untimed_console_that_stopped_holds_the_processes_its_peers_say_left() -> None:
+    # the same node loss with print-style lines (no times): node 0's ranks say the peer closed the
+    # connection ("Connection closed by peer"), and node1.log has no error, exit or end of its own
+    v = _v("mn_node1_lost_untimed")
+    assert str(v.category) == "process_crash"

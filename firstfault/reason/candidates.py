@@ -453,26 +453,35 @@ def _lost_file(corr: Correlation, victims: set[int], ev: ReasoningInput) -> Cand
     """
     if not ev.training.seen or len(ev.file_spans) < 2:
         return None
-    firsts = [v.first_cascade.ts for r, v in corr.ranks.items() if r in victims and v.first_cascade is not None]
-    first = min((t for t in firsts if t is not None), default=None)
-    if first is None:
-        return None
+    cascades = [v.first_cascade for r, v in corr.ranks.items() if r in victims and v.first_cascade is not None]
+    first = min((c.ts for c in cascades if c.ts is not None), default=None)
+    closed = any(c.fields.get(PEER_EXITED) for c in cascades)  # "Connection closed by peer": the peer left
     spoke = {e.source for e in ev.events if e.role in (Role.ROOT, Role.CASCADE, Role.TEARDOWN) or is_exit_record(e)}
-    lo, hi_max = first - LOST_FILE_BEFORE_S, first + LOST_FILE_GRAIN_S
-    quiet = [(hi, src) for src, (_, hi) in ev.file_spans.items() if src not in spoke and lo <= hi <= hi_max]
+    quiet: list[tuple[float, str]] = []
+    for src, span in ev.file_spans.items():
+        if src in spoke:
+            continue
+        if span is None:  # a console without times: only the peers' own words say they were left
+            if closed:
+                quiet.append((float("inf"), src))
+        elif first is not None and first - LOST_FILE_BEFORE_S <= span[1] <= first + LOST_FILE_GRAIN_S:
+            quiet.append((span[1], src))
     if not quiet:
         return None
     hi, src = min(quiet)
     ranks = sorted({e.rank for e in ev.events if e.source == src and e.rank is not None})
+    when = f"stops at {iso(hi)}, as its peers lost their connections," if hi != float("inf") else "stops"
     reasons = [
-        f"{src} stops at {iso(hi)}, as its peers lost their connections, with no error, exit or end of its own: "
-        "the processes writing it were lost without a word (their machine went down, or they were killed at "
-        "once: check that node's kernel log and the scheduler); a hang would have stopped a timeout earlier",
-        f"every rank that printed elsewhere ({rank_list(sorted(victims))}) lost its peers then",
+        f"{src} {when} with no error, exit or end of its own: the processes writing it were lost without a word "
+        "(their machine went down, or they were killed at once: check that node's kernel log and the "
+        "scheduler); a hang would have stopped a timeout before its peers' errors",
+        f"every rank that printed elsewhere ({rank_list(sorted(victims))}) lost its peers"
+        + (", and a peer's connection was closed from its end" if closed else ""),
     ]
     if not ranks:
         reasons.append(f"no line of {src} names its ranks, so none is named")
-    return Candidate(CandidateKind.SILENT, None, ranks[0] if ranks else None, None, hi, Category.PROCESS_CRASH, reasons)
+    at = hi if hi != float("inf") else None
+    return Candidate(CandidateKind.SILENT, None, ranks[0] if ranks else None, None, at, Category.PROCESS_CRASH, reasons)
 
 
 def _rank0_alone(world: int | None) -> Candidate:

@@ -37,7 +37,7 @@ class ReasoningInput:
     kernel_logs: bool = False  # the bundle holds a kernel log: an OOM kill would show in it
     training_end: str | None = None  # a rank's progress line at its last step ("step N/N"), as file:line: text
     # each job-output file's first and last time (a node's console that stopped before its peers failed)
-    file_spans: dict[str, tuple[float, float]] = field(default_factory=dict)
+    file_spans: dict[str, tuple[float, float] | None] = field(default_factory=dict)  # None: no timed line
 
 
 def fr_culprits(fr: FRAnalysis | None) -> list[FRCulprit]:

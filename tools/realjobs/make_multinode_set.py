@@ -113,7 +113,8 @@ def run_case(out: Path, case: tuple) -> Path:
         time.sleep(1.0)
         procs.append(_agent(1, port, args, d / "node1.log", env))
     if cluster == "node_lost":
-        _kill_when(procs[1], d / "node1.log", f"step {step}/".encode(), 120)
+        word = "iter" if extra.get("style") == "print" else "step"  # train.py's progress line in that style
+        _kill_when(procs[1], d / "node1.log", f"{word} {step}/".encode(), 120)
     deadline = time.monotonic() + 240
     for p in procs:
         try:
