@@ -36,10 +36,9 @@ from firstfault.reason.correlate import (
     host_explains,
     is_exit_record,
     quotes_cause,
-    stopped_how,
-    survivors_stopped,
 )
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
+from firstfault.reason.stops import stopped_how, survivors_stopped
 from firstfault.reason.straggler import find_slowdown
 from firstfault.vocab import CandidateKind, Category, Event, FRKind, Layer, RankProgress, Role, Severity
 from firstfault.vocab.timefmt import iso

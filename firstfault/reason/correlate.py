@@ -518,35 +518,6 @@ def correlate(events: Sequence[Event], known_ranks: Sequence[int] = ()) -> Corre
     return Correlation(ranks, dict(host_events), candidates, errors, attempts, recoveries, unrecognised)
 
 
-def _launcher_stops(corr: Correlation) -> list[Event]:
-    """The launcher's lines stopping surviving processes (torchrun's "Sending process N closing
-    signal SIGTERM", torch.multiprocessing.spawn's "Terminating process N via signal SIGTERM")."""
-    return [
-        e
-        for evs in corr.host_events.values()
-        for e in evs
-        if e.role == Role.TEARDOWN
-        and e.layer == Layer.LAUNCHER
-        and e.fields.get("pid")
-        and e.fields.get("signame") in TEARDOWN_SIGNALS  # not a failed process's own signal
-    ]
-
-
-def survivors_stopped(corr: Correlation) -> int:
-    """How many other processes the launcher stopped in one attempt (the most of any): processes
-    alive when the failure came. A restarted job's attempts stop new processes each time."""
-    pids: dict[int | None, set[str]] = {}
-    for e in _launcher_stops(corr):
-        pids.setdefault(e.attempt, set()).add(e.fields["pid"])
-    return max(map(len, pids.values()), default=0)
-
-
-def stopped_how(corr: Correlation) -> str:
-    """The launcher's first such line, as evidence."""
-    first = min(_launcher_stops(corr), key=lambda e: (e.source, e.line))
-    return f"{first.source}:{first.line}: {first.text.strip()[:120]}"
-
-
 def near(host_event: Event, rank_event: Event) -> bool:
     """Same host, and the host event at most a few minutes before (or seconds after) the rank's."""
     if host_event.host is None or host_event.host != rank_event.host:

@@ -22,11 +22,11 @@ from firstfault.reason.correlate import (
     RankView,
     exit_signal,
     is_exit_record,
-    survivors_stopped,
 )
 from firstfault.reason.hypothesis import DEFAULT_ACTION, silent_kill_suspects_oom
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.nccl_coll import coll_mismatch
+from firstfault.reason.stops import survivors_stopped
 from firstfault.vocab import CandidateKind, Category, Event, FRKind, Hypothesis, Layer, Role, TsQuality
 
 DETAIL_MISMATCH = "torch.collective_mismatch_detail"
