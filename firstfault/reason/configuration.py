@@ -82,7 +82,7 @@ def common_failure(corr: Correlation, world: int | None) -> CommonFailure | None
         keys = {max(counts, key=lambda k: counts[k])}
     (key,) = keys
     same = [e for e in rankless if template_key(e) == key]
-    exits = [r for r, v in corr.ranks.items() if v.first_root is None and v.first_cascade is None and _failed_exit(v)]
+    exits = [r for r, v in corr.ranks.items() if v.first_root is None and v.first_cascade is None and failed_exit(v)]
     failed = len(own) + len(exits)
     copies = len(own) + len(same)
     need = max(2, (world + 1) // 2 if world else failed)
@@ -109,7 +109,8 @@ def _common_exit(corr: Correlation, world: int | None) -> CommonFailure | None:
     return CommonFailure(first, sorted(exits), len(exits), len(exits))
 
 
-def _failed_exit(v: object) -> bool:
+def failed_exit(v: object) -> bool:
+    """The rank ended on its own (an exit code, a signal that was not a tear-down's)."""
 
     return any(exit_signal(e) not in TEARDOWN_SIGNALS for e in getattr(v, "exits", []))
 

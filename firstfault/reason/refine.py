@@ -14,13 +14,17 @@ import re
 from collections.abc import Callable, Sequence
 
 from firstfault.reason.causality import RING_RECV, group_mismatch, ring_sender
-from firstfault.reason.configuration import CommonFailure, before_training, pretraining_category, template_key
+from firstfault.reason.configuration import (
+    CommonFailure,
+    before_training,
+    failed_exit,
+    pretraining_category,
+    template_key,
+)
 from firstfault.reason.correlate import (
-    TEARDOWN_SIGNALS,
     Candidate,
     Correlation,
     RankView,
-    exit_signal,
     is_exit_record,
 )
 from firstfault.reason.hypothesis import DEFAULT_ACTION, silent_kill_suspects_oom
@@ -42,7 +46,7 @@ def world_size(corr: Correlation, ev: ReasoningInput) -> int | None:
     stopped = survivors_stopped(corr)
     if not stopped:
         return seen or None
-    ended = sum(1 for v in corr.ranks.values() if any(exit_signal(x) not in TEARDOWN_SIGNALS for x in v.exits))
+    ended = sum(1 for v in corr.ranks.values() if failed_exit(v))
     return max(seen, stopped + ended)
 
 
