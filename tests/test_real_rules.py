@@ -312,3 +312,48 @@ def test_an_untimed_console_that_stopped_holds_the_processes_its_peers_say_left(
     # connection ("Connection closed by peer"), and node1.log has no error, exit or end of its own
     v = _v("mn_node1_lost_untimed")
     assert str(v.category) == "process_crash"
+
+
+@pytest.mark.parametrize(
+    ("case", "odd", "site"), [("c_rank0_barrier", 0, "dist.barrier()"), ("c_uneven_data_r3", 3, "dist.barrier()")]
+)
+def test_the_rank_waiting_at_another_line_of_the_program_took_another_path(case: str, odd: int, site: str) -> None:
+    # every rank times out in gloo (no op named), but the tracebacks say where each waited: three in
+    # loss.backward() (DDP's all-reduce), one in a barrier only it reached (a rank-0-only save
+    # branch; a rank whose data ran out and went on to the end): that one took another path
+    v = _v(case)
+    assert str(v.category) == "collective_mismatch" and v.culprit.ranks == [odd]
+    assert any(f"rank(s) {odd} timed out waiting at train.py:" in r and site in r for r in v.reasons)
+
+
+def test_the_rank_whose_reported_model_differs_from_the_majoritys_is_named() -> None:
+    # every rank raises DDP's "expects same model across all ranks" (one failure, shared); their
+    # copies give each rank's parameter count: 4, 6, 4, 4, so rank 1 built another model
+    v = _v("c_model_mismatch_r1")
+    assert str(v.category) == "configuration" and v.culprit.ranks == [1]
+    assert any("3 rank(s) built a model of 4 parameters, rank(s) 1 one of 6" in r for r in v.reasons)
+
+
+def test_waiting_for_a_rank_the_launcher_never_started_is_configuration() -> None:
+    # init_process_group(world_size=8) under torchrun --nproc-per-node 4: every rank waits in the
+    # store for rank 4, which torchrun's summary (ranks 0-3) shows was never started
+    v = _v("c_world_size_arg")
+    assert str(v.category) == "configuration" and v.culprit.ranks == []
+    assert any("which the launcher never started" in r for r in v.reasons)
+
+
+@pytest.mark.parametrize(
+    ("case", "category", "ranks", "signature"),
+    [
+        ("c_cuda_device_cpu", "configuration", [], "torch_config.cpu_build_cuda_call"),
+        ("c_dl_timeout_r2", "hang", [2], "torch.dataloader_timeout"),
+    ],
+)
+def test_torch_wording_mined_for_real_first_run_mistakes(
+    case: str, category: str, ranks: list[int], signature: str
+) -> None:
+    # torch.cuda.set_device on the CPU build (an AttributeError, not "Torch not compiled with CUDA
+    # enabled"), and a DataLoader whose worker never delivered a batch within its timeout
+    v = _v(case)
+    assert str(v.category) == category and v.culprit.ranks == ranks
+    assert v.root_event is not None and v.root_event.signature == signature

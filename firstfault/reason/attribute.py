@@ -27,6 +27,7 @@ from firstfault.reason.candidates import (
     silent_candidates,
     straggler_candidate,
 )
+from firstfault.reason.causality import OddValue, odd_reported_value
 from firstfault.reason.chain import chain, fr_links, later_links, recurrences
 from firstfault.reason.confidence import confidence
 from firstfault.reason.configuration import before_training, common_failure, template_key
@@ -183,6 +184,9 @@ def _winner(cands: list[Candidate], corr: Correlation, inp: ReasoningInput) -> t
         win, rest = stalled, [win, *rest]
     world = world_size(corr, inp)
     common = common_failure(corr, world)
+    odd = odd_reported_value(corr.errors) if common is not None else None
+    if odd is not None and common is not None and common.event.signature == odd.signature:
+        return _odd_one(odd, [win, *rest], common.event)
     if common is not None and common_applies(win, common):
         win = Candidate(
             CandidateKind.COMMON,
@@ -195,6 +199,19 @@ def _winner(cands: list[Candidate], corr: Correlation, inp: ReasoningInput) -> t
         )
         rest = [c for c in rest if c.event is None or template_key(c.event) != template_key(common.event)]
     return win, rest
+
+
+def _odd_one(odd: OddValue, cands: list[Candidate], shared: Event) -> tuple[Candidate, list[Candidate]]:
+    """A failure every rank shared whose copies name the ranks that differ: the first of those is the
+    culprit, on its own copy of the failure; the other copies are that failure seen by its peers,
+    not competing faults."""
+    r = odd.ranks[0]
+    own = next((c for c in cands if c.rank == r and c.kind == CandidateKind.EVENT), None)
+    if own is None:
+        own = Candidate(CandidateKind.EVENT, shared, r, None, shared.ts, shared.category, [])
+    win = Candidate(own.kind, own.event, r, own.host, own.ts, own.category, [*own.reasons, odd.reason], own.supporting)
+    same = template_key(shared)
+    return win, [c for c in cands if c is not own and (c.event is None or template_key(c.event) != same)]
 
 
 def _second_roots(win: Candidate, rest: Sequence[Candidate], category: Category) -> list[Candidate]:

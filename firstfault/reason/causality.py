@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from firstfault.vocab import Event, settings
+from firstfault.vocab import Event, Role, settings
 from firstfault.vocab.identity import rank_numbers
 
 RING_RECV = "gloo_ring_recv"
@@ -151,6 +151,113 @@ def odd_collective(events: Iterable[Event]) -> OddCollective | None:
         + f" while {n_top} other rank(s) timed out in {top[1]} #{top[0]}"
         + (f" ({top[2]} elements)" if top[2] else "")
         + ": they are not in the collective the others wait in"
+    )
+    return OddCollective(odd, reason)
+
+
+@dataclass(frozen=True)
+class OddValue:
+    """Ranks whose own value (a model's parameter count) differs from what most ranks report."""
+
+    ranks: list[int]  # global ranks
+    signature: str
+    reason: str
+
+
+def odd_reported_value(events: Iterable[Event]) -> OddValue | None:
+    """A shared error whose copies state each rank's value: the ranks whose value most do not share.
+
+    DDP checks at construction that every rank built the same model, and every rank raises "DDP
+    expects same model across all ranks, but Rank 1 has 6 params, while rank 0 has inconsistent 4
+    params": the same failure on every rank, so it reads as no rank's. But together the copies give
+    each rank's count, and when most ranks built one model and a few another, those few read another
+    configuration (a rank-dependent branch, a stale file on one node). Ranks in the message are ranks
+    of DDP's process group; each copy states its printer's own first, which maps them to global
+    ranks. As :func:`odd_collective`, it takes three ranks or more and a strict majority.
+    """
+    value: dict[int, str] = {}
+    to_global: dict[int, int] = {}
+    signature = ""
+    for e in events:
+        own, n = e.fields.get("ddp_rank"), e.fields.get("num_params")
+        other, m = e.fields.get("other_ddp_rank"), e.fields.get("other_num_params")
+        if own is None or n is None:
+            continue
+        signature = e.signature
+        value.setdefault(int(own), n)
+        if e.rank is not None:
+            to_global.setdefault(int(own), e.rank)
+        if other is not None and m is not None:
+            value.setdefault(int(other), m)
+    if len(value) < 3:
+        return None
+    counts = Counter(value.values())
+    (top, n_top), *rest = counts.most_common()
+    if not rest or n_top * 2 <= len(value):
+        return None
+    odd_local = sorted(r for r, v in value.items() if v != top)
+    odd = sorted({to_global.get(r, r) for r in odd_local})
+    reason = (
+        f"the ranks' own reports give each rank's parameter count: {n_top} rank(s) built a model of {top} "
+        f"parameters, rank(s) {', '.join(map(str, odd))} one of {value[odd_local[0]]}: they read another "
+        "configuration"
+    )
+    return OddValue(odd, signature, reason)
+
+
+# A traceback frame ("  File "/x/train.py", line 204, in main"), and the paths that are a library's
+# or the interpreter's, not the program's: the program's innermost frame is where it called in
+_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)')
+_LIBRARY_PATH = re.compile(r"site-packages|dist-packages|<frozen|/lib/python\d|^<")
+
+
+def call_site(e: Event) -> tuple[str, str] | None:
+    """Where the program called into the library that raised ``e``: its innermost frame outside
+    installed packages and the interpreter, as (``file:line in func``, the code on that line).
+    None when the event kept no traceback or every frame is a library's."""
+    found: tuple[str, str] | None = None
+    lines = e.context
+    for i, line in enumerate(lines):
+        m = _FRAME.search(line)
+        if m is None or _LIBRARY_PATH.search(m["path"]):
+            continue
+        code = lines[i + 1].strip() if i + 1 < len(lines) and not _FRAME.search(lines[i + 1]) else ""
+        found = (f"{m['path'].rsplit('/', 1)[-1]}:{m['line']} in {m['func']}", code)
+    return found
+
+
+def odd_call_site(events: Iterable[Event]) -> OddCollective | None:
+    """The ranks' own tracebacks, compared: who timed out waiting at another line of the program.
+
+    A gloo or store timeout does not say which collective it gave up on, but the traceback above
+    it does: the line of the program that called into torch (``loss.backward()``, where DDP
+    all-reduces; ``dist.barrier()`` in a branch only one rank takes). Every rank waiting at one
+    line while a few wait at another is the shape of ranks that called different collectives (a
+    rank-only branch, a rank that ran out of data and went on to the end): the few took the other
+    path. As :func:`odd_collective`, it takes three ranks or more and a strict majority.
+    """
+    first: dict[int, tuple[str, str]] = {}
+    for e in events:
+        if e.role != Role.CASCADE or e.rank is None or e.rank in first or not e.context:
+            continue
+        site = call_site(e)
+        if site is not None:
+            first[e.rank] = site
+    if len(first) < 3:
+        return None
+    counts = Counter(site for site, _ in first.values())
+    (top, n_top), *rest = counts.most_common()
+    if not rest or n_top * 2 <= len(first):
+        return None
+    odd = sorted(r for r, (site, _) in first.items() if site != top)
+    where, code = first[odd[0]]
+    top_code = next(c for s, c in first.values() if s == top)
+    reason = (
+        f"rank(s) {', '.join(map(str, odd))} timed out waiting at {where}"
+        + (f" ({code})" if code else "")
+        + f" while {n_top} other rank(s) timed out at {top}"
+        + (f" ({top_code})" if top_code else "")
+        + ": they called another collective than the one the others wait in (a branch only they took)"
     )
     return OddCollective(odd, reason)
 

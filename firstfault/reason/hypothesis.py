@@ -124,6 +124,8 @@ def _what(c: Candidate, cat: Category, corr: Correlation, progressed: Container[
         return "the ranks timed out in one collective call, named as different collectives: they took different paths"
     elif c.kind == CandidateKind.SILENT and c.rank is None and cat == Category.PROCESS_CRASH:
         return "a log stopped without a word as its peers lost their connections: the processes writing it were lost"
+    elif c.kind == CandidateKind.SILENT and c.rank is None and cat == Category.CONFIGURATION:
+        return "the ranks waited for a rank the launcher never started: the job asked for more ranks than it ran"
     elif c.kind == CandidateKind.SILENT and c.rank is None:
         return "every rank that printed timed out waiting; no rank stands out as the one they waited for"
     elif c.kind == CandidateKind.SILENT and cat == Category.HANG:

@@ -1,6 +1,6 @@
 """Build firstfault's development set of real torchrun jobs from ``train.py`` (not the simulator).
 
-    python tools/realjobs/make_set.py OUT [--only CASE ...] [--jobs 2]
+    python tools/realjobs/make_set.py OUT [--set 1|2|3] [--only CASE ...] [--jobs 2]
 
 Each case is one real ``torchrun`` job (4 ranks, gloo on CPU) with a fault of ``train.py``;
 the bundle is what the job left (``console.log``: torchrun's console as a terminal shows it;
@@ -12,6 +12,7 @@ people paste it. Kept outside the repository when generated (bundles are not com
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -112,6 +113,26 @@ CASES_2: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
 ]
 
 
+# A third set: mistakes of DDP use and of launching that users meet on their first runs (a model that
+# differs across ranks, unused parameters, a GPU-only call on a CPU build, a busy port, a world size
+# from another config, a checkpoint of another shape, a rank that runs out of data, a collective only
+# rank 0 calls, no launcher at all). Labelled from the injection before firstfault saw a bundle.
+CASES_3: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("c_unused_param_all", "unused_param", 0, 0, "configuration", [], "stop", {}),
+    ("c_model_mismatch_r1", "model_mismatch", 1, 0, "configuration", [1], "stop", {"style": "rankfmt"}),
+    ("c_nccl_backend_cpu", "nccl_backend", 0, 0, "configuration", [], "stop", {"style": "print"}),
+    ("c_cuda_device_cpu", "cuda_device", 0, 0, "configuration", [], "stop", {"nproc": 2}),
+    ("c_world_size_arg", "world_size_arg", 0, 0, "configuration", [], "stop", {"timeout": 10.0}),
+    ("c_resume_mismatch", "resume_mismatch", 0, 0, "configuration", [], "stop", {"resume": True, "style": "print"}),
+    ("c_dl_timeout_r2", "dl_timeout", 2, 4, "hang", [2], "restart", {"timeout": 30.0}),
+    ("c_no_launcher", "no_launcher", 0, 0, "configuration", [], "stop", {"launch": "python"}),
+    ("c_port_busy", "none", 0, 0, "configuration", [], "stop", {"port_busy": True}),
+    ("c_rank0_barrier", "rank0_barrier", 0, 3, "collective_mismatch", [0], "stop", {"style": "rankfmt"}),
+    ("c_uneven_data_r3", "uneven_data", 3, 4, "collective_mismatch", [3], "stop", {}),
+    ("c_healthy_3r", "none", 0, 0, "none", [], "none", {"nproc": 3, "style": "rankfmt"}),
+]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -158,16 +179,23 @@ def truth_record(case: tuple, nproc: int, rc: int, took_s: float, argv: list[str
 
 def run_job(argv: list[str], env: dict[str, str], console: Path, timeout: float = 240) -> int:
     """Run one job in a session of its own, its output to ``console``; past ``timeout`` the session is
-    sent SIGTERM (as a scheduler would), then SIGKILL. Returns the exit status."""
+    sent SIGTERM (as a scheduler would), then SIGKILL. Returns the exit status.
+
+    When the launcher has exited, whatever is left of its session is killed too, as a scheduler's
+    cgroup clean-up does: a rank stuck in a sleep that ignored the launcher's SIGTERM (Lightning
+    handles it) would otherwise wake an hour later and append to a bundle already scored."""
     with open(console, "wb") as con:
         p = subprocess.Popen(argv, stdout=con, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
-            return p.wait(timeout=timeout)
+            rc = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGTERM)
             time.sleep(3)
             os.killpg(p.pid, signal.SIGKILL)
             return p.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        return rc
 
 
 def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
@@ -188,10 +216,27 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
     if keep_logdir:
         argv += ["--log-dir", str(d / "logs"), "--tee", "3"]
     argv += [str(HERE / "train.py"), *fault_args(fault, rank, step, extra, d)]
+    if extra.get("launch") == "python":  # the script run as a plain program, without a launcher
+        argv = [sys.executable, str(HERE / "train.py"), *fault_args(fault, rank, step, extra, d)]
+    if extra.get("resume"):  # a checkpoint of the same recipe with another hidden size
+        ckpt = d / "resume.pt"
+        make = (
+            "import sys, torch, torch.nn as nn; "
+            "torch.save(nn.Sequential(nn.Linear(64, 384), nn.ReLU(), nn.Linear(384, 10)).state_dict(), sys.argv[1])"
+        )
+        subprocess.run([sys.executable, "-c", make, str(ckpt)], check=True)
+        argv += ["--resume", str(ckpt)]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     env.update(extra.get("env", {}))  # type: ignore[arg-type]
+    busy = None
+    if extra.get("port_busy"):  # another job's store already listens on the port this job was given
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", int(argv[argv.index("--master-port") + 1])))
+        busy.listen()
     t0 = time.time()
     rc = run_job(argv, env, d / "console.log")
+    if busy is not None:
+        busy.close()
     truth = truth_record(case, nproc, rc, time.time() - t0, argv)
     truth["env"] = extra.get("env", {})
     truth["generator"] = "tools/realjobs/make_set.py (independent of firstfault_sim)"
@@ -204,9 +249,9 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--set", type=int, default=1, choices=(1, 2), help="the first set, or the second (held out)")
+    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3), help="1, 2 (held out) or 3 (first-run mistakes)")
     a = ap.parse_args()
-    cases = [c for c in (CASES if a.set == 1 else CASES_2) if not a.only or c[0] in a.only]
+    cases = [c for c in {1: CASES, 2: CASES_2, 3: CASES_3}[a.set] if not a.only or c[0] in a.only]
     with ThreadPoolExecutor(a.jobs) as ex:
         futs = [ex.submit(run_case, a.out, c, i % 2 == 0) for i, c in enumerate(cases)]
         for f in futs:

@@ -50,6 +50,16 @@ FAULTS = (
     "hang_forever",
     "detail_ddp",
     "alloc_start",
+    "unused_param",
+    "model_mismatch",
+    "nccl_backend",
+    "cuda_device",
+    "world_size_arg",
+    "resume_mismatch",
+    "dl_timeout",
+    "no_launcher",
+    "rank0_barrier",
+    "uneven_data",
 )
 
 
@@ -64,6 +74,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--data", default="/tmp/ff-realjobs-data")
     p.add_argument("--ckpt", default="/tmp/ff-realjobs-ckpt")
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--resume", default=None, help="a checkpoint to start from")
     return p.parse_args()
 
 
@@ -112,8 +123,15 @@ def main() -> None:
     if a.fault == "alloc_start":
         cache = torch.ones(200 * 1024 * 1024)  # an 800 MB token cache loaded before training
         log.info("token cache loaded: %d entries", cache.numel())
-    log.info("initialising process group: rank %d of %d, backend gloo", rank, world)
-    dist.init_process_group("gloo", timeout=timedelta(seconds=a.timeout))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if a.fault == "cuda_device":
+        torch.cuda.set_device(local_rank)  # a GPU recipe run on a machine (or a build) without CUDA
+    backend = "nccl" if a.fault == "nccl_backend" else "gloo"
+    log.info("initialising process group: rank %d of %d, backend %s", rank, world, backend)
+    if a.fault == "world_size_arg":  # the world size taken from a config written for two nodes
+        dist.init_process_group(backend, rank=rank, world_size=2 * world, timeout=timedelta(seconds=a.timeout))
+    else:
+        dist.init_process_group(backend, timeout=timedelta(seconds=a.timeout))
     if a.fault == "divisible":
         pp = 3
         if world % pp != 0:
@@ -133,20 +151,42 @@ def main() -> None:
             if a.fault == "dl_worker_exc" and hit and step == a.step:
                 record = {"text": "..."}
                 return record["input_ids"], record["labels"]  # KeyError in the data pipeline
-            if a.fault == "hang" and hit and step == a.step:
+            if a.fault in ("hang", "dl_timeout") and hit and step == a.step:
                 time.sleep(3600)  # a stuck read from remote storage
             g = torch.Generator().manual_seed(i)
             x = torch.randn(64, generator=g)
             return x, torch.tensor(i % 10)
 
     sampler_offset = rank * 8 * (a.steps + 5)
+    # uneven shards: one rank's shard ends early, so it leaves the loop while its peers train on
+    n_batches = a.step if a.fault == "uneven_data" and hit else a.steps + 5
     loader = DataLoader(
-        torch.utils.data.Subset(Tokens(), range(sampler_offset, sampler_offset + 8 * (a.steps + 5))),
+        torch.utils.data.Subset(Tokens(), range(sampler_offset, sampler_offset + 8 * n_batches)),
         batch_size=8,
         num_workers=a.workers,
         shuffle=False,
+        timeout=10 if a.fault == "dl_timeout" else 0,
     )
-    net = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+    hidden = 512 if a.fault == "model_mismatch" and hit else 256  # a rank that read another config
+    net = nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 10))
+    if a.fault == "model_mismatch" and hit:
+        net.append(nn.Dropout(0.1)).append(nn.Linear(10, 10))
+    if a.fault == "unused_param":
+
+        class WithAuxHead(nn.Module):
+            """The model with an auxiliary head its forward pass never calls (DDP's unused parameters)."""
+
+            def __init__(self, body: nn.Module) -> None:
+                super().__init__()
+                self.body = body
+                self.aux_head = nn.Linear(10, 4)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return self.body(x)  # type: ignore[no-any-return]
+
+        net = WithAuxHead(net)  # type: ignore[assignment]
+    if a.resume is not None:
+        net.load_state_dict(torch.load(a.resume))
     # DDP under TORCH_DISTRIBUTED_DEBUG=DETAIL crashes torch 2.13's CPU build at start-up (SIGSEGV on
     # every rank, kept as its own case); the mismatch case all-reduces gradients by hand instead
     model = net if a.fault == "detail_mismatch" else DDP(net)
@@ -180,6 +220,11 @@ def main() -> None:
         opt.step()
         if a.fault == "straggler" and hit:
             time.sleep(0.04)
+        if a.fault == "rank0_barrier" and rank == 0 and step == a.step:
+            log.info("saving checkpoint at step %d", step)
+            os.makedirs(a.ckpt, exist_ok=True)
+            torch.save(model.state_dict(), os.path.join(a.ckpt, f"step{step}.pt"))
+            dist.barrier()  # waits for peers that never enter this branch
         if a.fault == "size_mismatch" and step == a.step:
             metrics = torch.zeros(3000 if hit else 2000)  # a gradient bucket of another size
             dist.all_reduce(metrics)
