@@ -357,3 +357,18 @@ def test_torch_wording_mined_for_real_first_run_mistakes(
     v = _v(case)
     assert str(v.category) == category and v.culprit.ranks == ranks
     assert v.root_event is not None and v.root_event.signature == signature
+
+
+def test_a_checkpoint_exceptions_quoted_traceback_is_the_named_ranks() -> None:
+    # torch.distributed.checkpoint.save: rank 0's shard file is on a full device; DCP gathers the
+    # exception and every rank raises "CheckpointException ranks:dict_keys([0])", each copy quoting
+    # rank 0's OSError under "Traceback (most recent call last): (RANK 0)" (parse.headers, quoted)
+    v = _v("e_dcp_full_r0_print")
+    assert str(v.category) == "storage_io" and v.culprit.ranks == [0]
+    assert v.root_event is not None and "No space left on device" in v.root_event.text
+
+
+def test_a_checkpoint_every_rank_failed_to_write_names_no_rank() -> None:
+    # every rank's shard on a full device: "ranks:dict_keys([0, 1, 2, 3])", one quoted error per rank
+    v = _v("e_dcp_full_all")
+    assert str(v.category) == "storage_io" and v.culprit.ranks == []

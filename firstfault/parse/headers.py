@@ -11,7 +11,12 @@ Which lines are headers is data: a signature's ``sets = { owns_below = "N" }`` s
 within N lines below it (up to the next header) are the header's rank's: the ranks its
 ``snippet_ranks`` names, else the rank it was placed on (``local_rank``, the spawn index). A header
 naming several ranks ("0,1,2,3": they failed alike) places nobody: no one of them is the culprit.
-Like NCCL's and Ray's placement, this fills gaps and never overwrites a rank a line's own prefix gave.
+Like NCCL's and Ray's placement, this fills gaps and never overwrites a rank a line's own prefix gave,
+with one exception: a header that quotes another rank's error in the printer's own output
+(``sets = { quoted = "yes" }``). torch.distributed.checkpoint gathers every rank's exception and
+raises the same ``CheckpointException`` on every rank, each copy quoting the failed rank's traceback
+under "Traceback (most recent call last): (RANK 2)"; below such a header, the printer's own prefix
+("[rank0]:") says who printed the copy, and the header says whose error it is.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from collections.abc import Collection
 from firstfault.vocab import Event
 
 OWNS_BELOW = "owns_below"
+QUOTED = "quoted"
 
 
 def _owner(h: Event) -> int | None:
@@ -47,12 +53,14 @@ def place_under_headers(events: list[Event], skip: Collection[str] = ()) -> None
         hs.sort(key=lambda h: h.line)
     lines = {src: [h.line for h in hs] for src, hs in by_file.items()}
     for e in events:
-        if e.rank is not None or OWNS_BELOW in e.fields or e.signature in skip or e.source not in by_file:
+        if OWNS_BELOW in e.fields or e.signature in skip or e.source not in by_file:
             continue
         i = bisect_left(lines[e.source], e.line)  # the headers above e: those before index i
         if not i:
             continue
         h = by_file[e.source][i - 1]
+        if e.rank is not None and not (h.fields.get(QUOTED) and e.rank == h.rank):
+            continue  # a rank the line's own prefix gave, unless it is the printer of a quoted copy
         reach = h.fields[OWNS_BELOW]
         owner = _owner(h)
         if owner is not None and reach.isdigit() and e.line - h.line <= int(reach):

@@ -1,6 +1,6 @@
 """Build firstfault's development set of real torchrun jobs from ``train.py`` (not the simulator).
 
-    python tools/realjobs/make_set.py OUT [--set 1|2|3|4] [--only CASE ...] [--jobs 2]
+    python tools/realjobs/make_set.py OUT [--set 1..5] [--only CASE ...] [--jobs 2]
 
 Each case is one real ``torchrun`` job (4 ranks, gloo on CPU) with a fault of ``train.py``;
 the bundle is what the job left (``console.log``: torchrun's console as a terminal shows it;
@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -151,6 +152,18 @@ CASES_4: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
 ]
 
 
+# A fifth set: sharded checkpoints with torch.distributed.checkpoint, which gathers every rank's
+# exception and raises the same CheckpointException on every rank (needs numpy beside torch).
+CASES_5: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("e_dcp_full_r2", "dcp_full", 2, 4, "storage_io", [2], "restart", {}),
+    ("e_dcp_full_r0_print", "dcp_full", 0, 3, "storage_io", [0], "restart", {"style": "print"}),
+    ("e_dcp_full_r1_3r", "dcp_full", 1, 5, "storage_io", [1], "restart", {"nproc": 3, "style": "rankfmt"}),
+    ("e_dcp_full_all", "dcp_full_all", 0, 4, "storage_io", [], "restart", {}),
+    ("e_dcp_blocked_r3", "dcp_blocked", 3, 4, "storage_io", [3], "restart", {"style": "rankfmt"}),
+    ("e_dcp_healthy", "dcp_ok", 0, 4, "none", [], "none", {}),
+]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -236,6 +249,10 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
     argv += [str(HERE / "train.py"), *fault_args(fault, rank, step, extra, d)]
     if extra.get("launch") == "python":  # the script run as a plain program, without a launcher
         argv = [sys.executable, str(HERE / "train.py"), *fault_args(fault, rank, step, extra, d)]
+    if fault.startswith("dcp_"):  # a checkpoint folder of the case's own, outside its bundle
+        ckdir = Path("/tmp/ff-realjobs-ckpt") / name
+        shutil.rmtree(ckdir, ignore_errors=True)
+        argv += ["--ckpt", str(ckdir)]
     if extra.get("resume"):  # a checkpoint of the same recipe with another hidden size
         ckpt = d / "resume.pt"
         make = (
@@ -267,9 +284,10 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4), help="1, 2, 3 or 4 (2 and 4 held out)")
+    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4, 5), help="1 to 5 (2 and 4 held out)")
     a = ap.parse_args()
-    cases = [c for c in {1: CASES, 2: CASES_2, 3: CASES_3, 4: CASES_4}[a.set] if not a.only or c[0] in a.only]
+    chosen = {1: CASES, 2: CASES_2, 3: CASES_3, 4: CASES_4, 5: CASES_5}[a.set]
+    cases = [c for c in chosen if not a.only or c[0] in a.only]
     with ThreadPoolExecutor(a.jobs) as ex:
         futs = [ex.submit(run_case, a.out, c, i % 2 == 0) for i, c in enumerate(cases)]
         for f in futs:

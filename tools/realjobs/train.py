@@ -60,6 +60,10 @@ FAULTS = (
     "no_launcher",
     "rank0_barrier",
     "uneven_data",
+    "dcp_ok",
+    "dcp_full",
+    "dcp_full_all",
+    "dcp_blocked",
 )
 
 
@@ -91,6 +95,28 @@ def setup_log(style: str, rank: int) -> logging.Logger:
     log.setLevel(logging.INFO)
     log.propagate = False
     return log
+
+
+def save_dcp(a: argparse.Namespace, model: object, step: int, rank: int, hit: bool) -> None:
+    """A sharded checkpoint with torch.distributed.checkpoint (what torchtitan and Megatron's
+    torch_dist format write): every rank writes its own shard file ``__<rank>_0.distcp``, with the
+    model and its own data loader's state (torchtitan's ``dataloader.dp_rank_N``). The faults put a
+    full device (``/dev/full``) or a directory where a rank's shard file goes."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    path = os.path.join(a.ckpt, f"step-{step}")
+    os.makedirs(path, exist_ok=True)
+    shard = os.path.join(path, f"__{rank}_0.distcp")
+    if (a.fault == "dcp_full" and hit) or a.fault == "dcp_full_all":
+        os.symlink("/dev/full", shard)  # this rank's local disk is full
+    if a.fault == "dcp_blocked" and hit:
+        os.makedirs(shard)  # a stale directory where the shard file goes
+    dist.barrier()
+    state = {"model": model.state_dict(), f"dataloader.dp_rank_{rank}": torch.tensor([step])}  # type: ignore[attr-defined]
+    dcp.save(state, checkpoint_id=path)
+    logging.getLogger("trainer").info("saved checkpoint %s", path)
 
 
 def main() -> None:
@@ -220,6 +246,8 @@ def main() -> None:
         opt.step()
         if a.fault == "straggler" and hit:
             time.sleep(0.04)
+        if a.fault.startswith("dcp_") and step == a.step:
+            save_dcp(a, model, step, rank, hit)
         if a.fault == "rank0_barrier" and rank == 0 and step == a.step:
             log.info("saving checkpoint at step %d", step)
             os.makedirs(a.ckpt, exist_ok=True)
