@@ -24,6 +24,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from firstfault.vocab import Event, Role, settings
 from firstfault.vocab.identity import rank_numbers
@@ -111,6 +112,21 @@ def group_mismatch(reports: Sequence[Event]) -> GroupMismatch | None:
     return GroupMismatch(culprits, local_to_global, fps, reason)
 
 
+T = TypeVar("T")
+
+
+def strict_minority(values: dict[int, T]) -> tuple[list[int], T, int] | None:
+    """The ranks whose value differs from the one a strict majority of three or more share, with
+    that value and how many share it; None when fewer than three ranks speak, all agree, or no
+    value has a strict majority (two sides alone say only that ranks differ, not which is odd)."""
+    if len(values) < 3:
+        return None
+    (top, n_top), *rest = Counter(values.values()).most_common()
+    if not rest or n_top * 2 <= len(values):
+        return None
+    return sorted(r for r, v in values.items() if v != top), top, n_top
+
+
 WATCHDOG = "nccl.watchdog_timeout"
 
 
@@ -135,14 +151,11 @@ def odd_collective(events: Iterable[Event]) -> OddCollective | None:
     for e in events:
         if e.signature == WATCHDOG and e.rank is not None and e.rank not in first:
             first[e.rank] = e
-    if len(first) < 3:
-        return None
     prints = {r: (e.fields.get("seq"), e.fields.get("op_type"), e.fields.get("numel_in")) for r, e in first.items()}
-    counts = Counter(prints.values())
-    (top, n_top), *rest = counts.most_common()
-    if not rest or n_top * 2 <= len(prints):
+    found = strict_minority(prints)
+    if found is None:
         return None
-    odd = sorted(r for r, fp in prints.items() if fp != top)
+    odd, top, n_top = found
     r0 = odd[0]
     seq, op, numel = prints[r0]
     reason = (
@@ -189,13 +202,10 @@ def odd_reported_value(events: Iterable[Event]) -> OddValue | None:
             to_global.setdefault(int(own), e.rank)
         if other is not None and m is not None:
             value.setdefault(int(other), m)
-    if len(value) < 3:
+    found = strict_minority(value)
+    if found is None:
         return None
-    counts = Counter(value.values())
-    (top, n_top), *rest = counts.most_common()
-    if not rest or n_top * 2 <= len(value):
-        return None
-    odd_local = sorted(r for r, v in value.items() if v != top)
+    odd_local, top, n_top = found
     odd = sorted({to_global.get(r, r) for r in odd_local})
     reason = (
         f"the ranks' own reports give each rank's parameter count: {n_top} rank(s) built a model of {top} "
@@ -243,13 +253,10 @@ def odd_call_site(events: Iterable[Event]) -> OddCollective | None:
         site = call_site(e)
         if site is not None:
             first[e.rank] = site
-    if len(first) < 3:
+    found = strict_minority({r: site for r, (site, _) in first.items()})
+    if found is None:
         return None
-    counts = Counter(site for site, _ in first.values())
-    (top, n_top), *rest = counts.most_common()
-    if not rest or n_top * 2 <= len(first):
-        return None
-    odd = sorted(r for r, (site, _) in first.items() if site != top)
+    odd, top, n_top = found
     where, code = first[odd[0]]
     top_code = next(c for s, c in first.values() if s == top)
     reason = (

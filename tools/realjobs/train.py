@@ -64,6 +64,8 @@ FAULTS = (
     "dcp_full",
     "dcp_full_all",
     "dcp_blocked",
+    "sigkill_once",
+    "exception_once",
 )
 
 
@@ -270,6 +272,11 @@ def main() -> None:
                 _ = lr_schedule[step]  # a KeyError in the user's code
             if a.fault in ("sigkill", "sigkill_then_peer_exc"):
                 os.kill(os.getpid(), signal.SIGKILL)
+            first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+            if a.fault == "sigkill_once" and first_attempt:  # a fault the restart does not meet again
+                os.kill(os.getpid(), signal.SIGKILL)
+            if a.fault == "exception_once" and first_attempt:
+                raise ConnectionError(f"lost the connection to the object store while reading batch {step}")
             if a.fault == "segfault":
                 ctypes.string_at(0)
             if a.fault == "abort":
