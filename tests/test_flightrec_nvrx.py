@@ -79,3 +79,14 @@ def test_json_round_trip_of_the_analysis() -> None:
     d = json.loads(json.dumps(a.to_dict()))
     assert {c["rank"] for c in d["culprits"]} == {9, 14}
     assert d["groups"][0]["state"] in ("waiting", "stalled")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_verdict_names_every_faulted_rank(case: str) -> None:
+    # two ranks faulted in two tensor-parallel groups: the verdict's culprit is both, in the
+    # recorder's order, not the first and a victim (reason.flightrec.fr_companions)
+    from firstfault.pipeline import analyze
+
+    v = analyze(NVRX / case)
+    assert set(v.culprit.ranks) == CASES[case][0]
+    assert any("blames rank(s)" in r and "from its own dump" in r for r in v.reasons)

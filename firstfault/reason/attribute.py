@@ -33,6 +33,7 @@ from firstfault.reason.confidence import confidence
 from firstfault.reason.configuration import before_training, common_failure, template_key
 from firstfault.reason.correlate import Candidate, Correlation, candidate_order
 from firstfault.reason.crash_site import apply_crash_site
+from firstfault.reason.flightrec import fr_companions
 from firstfault.reason.hypothesis import DEFAULT_ACTION, hypothesis
 from firstfault.reason.inputs import ReasoningInput, fr_dumped_culprits
 from firstfault.reason.lost_hosts import date_lost_hosts
@@ -108,6 +109,13 @@ def attribute(
     for c in seconds:
         if c.rank is not None and c.rank not in culprit.ranks:
             culprit.ranks.append(c.rank)
+    companions = [c for c in fr_companions(hyp.root_event, inp.fr) if c.rank not in culprit.ranks]
+    if companions:
+        culprit.ranks += [c.rank for c in companions]
+        hyp.reasons.append(
+            f"the flight recorder blames rank(s) {rank_list([c.rank for c in companions])} the same way, each from "
+            f"its own dump: faults of their own, not victims ({clip(companions[0].reason, 240)})"
+        )
     links, frac = chain(corr, win, seconds)
     links += fr_links(inp.fr_events, win, hyp.culprit.ranks)
     links += later_links(later, win)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from firstfault.vocab import Category, Event, FRAnalysis, FRKind, Layer, Role, Severity, TsQuality
+from firstfault.vocab import Category, Event, FRAnalysis, FRCulprit, FRKind, Layer, Role, Severity, TsQuality
 
 FR_CATEGORY = {
     FRKind.MISSING: Category.HANG,
@@ -48,3 +48,27 @@ def fr_events(fr: FRAnalysis | None, dumps: Mapping[int, str], start_id: int) ->
             )
         )
     return out
+
+
+# How sure the flight recorder must be of another rank to name it beside the winner's
+COMPANION_MIN_SCORE = 0.8
+
+
+def fr_companions(root: Event | None, fr: FRAnalysis | None) -> list[FRCulprit]:
+    """Other ranks the flight recorder blames the same way as the verdict's own culprit.
+
+    Why: faults are not always alone. Two GPUs can fail in one job (NVIDIA's fault-injection runs
+    fault two ranks in two tensor-parallel groups), and the dumps show each stuck in its own
+    group's collective: both are culprits, not one culprit and one victim. When the winner is the
+    flight recorder's culprit, its other culprits of the same kind (stalled, missing or mismatched)
+    with a firm score, from their own dumps, are named beside it, in the recorder's order.
+    """
+    if fr is None or root is None or not root.signature.startswith("flightrec."):
+        return []
+    kind = root.fields.get("fr_kind")
+    absent = set(fr.missing_dumps)
+    return [
+        c
+        for c in fr.culprits
+        if c.rank != root.rank and str(c.kind) == kind and c.score >= COMPANION_MIN_SCORE and c.rank not in absent
+    ]
