@@ -372,3 +372,11 @@ def test_a_checkpoint_every_rank_failed_to_write_names_no_rank() -> None:
     # every rank's shard on a full device: "ranks:dict_keys([0, 1, 2, 3])", one quoted error per rank
     v = _v("e_dcp_full_all")
     assert str(v.category) == "storage_io" and v.culprit.ranks == []
+
+
+def test_an_exception_every_rank_raised_after_training_started_is_the_set_ups() -> None:
+    # DDP without find_unused_parameters and a head the forward pass never calls: every rank raises
+    # "Expected to have finished reduction in the prior iteration" at its second step
+    v = _v("c_unused_param_all")
+    assert str(v.category) == "configuration" and v.culprit.ranks == []
+    assert any("every rank raised it the same way" in r for r in v.reasons)

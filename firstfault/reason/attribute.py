@@ -50,6 +50,7 @@ from firstfault.reason.refine import (
     apply_lost_worker,
     apply_raise_site,
     apply_ray_oom_kind,
+    apply_shared_exception,
     apply_witness,
     common_applies,
     world_size,
@@ -92,6 +93,8 @@ def attribute(
     apply_aer_device(hyp, inp)
     apply_ray_oom_kind(hyp, inp)
     early, assumed_startup = apply_before_training(hyp, win, inp)
+    if win.kind == CandidateKind.COMMON and not early:
+        apply_shared_exception(hyp)
     apply_lone_setup_rank(hyp, corr, inp, early)
     apply_fr_mismatch(hyp, win, inp)
     if not fr_dumped_culprits(inp.fr):

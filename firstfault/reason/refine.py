@@ -99,6 +99,25 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
     return True, assumed
 
 
+def apply_shared_exception(hyp: Hypothesis) -> None:
+    """An exception every rank raised the same way, after training started, is the set-up's too.
+
+    Why: ranks run one program on one configuration. An error that one rank meets is that rank's
+    (its data, its device); one that every rank meets in the same words comes from what they share,
+    the configuration or the code path they all take (DDP's "Expected to have finished reduction",
+    whose fix is ``find_unused_parameters=True``; a schedule with no entry for the step all reached).
+    Issue 11 asks for exactly this reading ("every rank failing the same way gives configuration").
+    A programming error (``code_defect``) keeps its reading, as it does before the first step, and
+    so does anything not an exception (a NaN on every rank is still numerical)."""
+    if hyp.category != Category.APPLICATION_ERROR or code_defect(hyp.root_event):
+        return
+    old = recategorize(hyp, Category.CONFIGURATION)
+    hyp.reasons.append(
+        f"every rank raised it the same way ({old.value}): it comes from what they share, the configuration "
+        "or a code path all of them take, not from one rank"
+    )
+
+
 def _starts_with_failure(ev: ReasoningInput, ts: float | None) -> bool:
     """Is the job's start only its output's first timed line, and that line the failure's own?
 
