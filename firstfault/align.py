@@ -298,6 +298,32 @@ def assign_attempts(events: Sequence[Event], starts: dict[int, float]) -> None:
         e.attempt = att
 
 
+RESTART = "torchelastic.restart"  # "[default] Worker group FAILED. 1/1 attempts left; will restart worker group"
+WORKER_FAILED = "torchelastic.worker_failed"  # "failed (exitcode: -9) local_rank: 1 (pid: N) of binary: ..."
+
+
+def console_attempt_starts(events: Sequence[Event]) -> dict[int, float]:
+    """Where torchrun's attempts begin in a console, when no per-rank files give it (a pasted or
+    redirected console of a job that restarted).
+
+    torchrun announces a restart ("Worker group FAILED. 1/1 attempts left; will restart worker
+    group") only at INFO, but logs each attempt's first failure at ERROR ("failed (exitcode: -9)
+    local_rank: 1 ..."), once per attempt: every such line but the last ends an attempt that was
+    restarted. One console only: two nodes' agents each log their own line for the same attempt.
+    """
+    restarts = sorted({e.ts for e in events if e.signature == RESTART and e.ts is not None and e.attempt is None})
+    failed = sorted({e.ts for e in events if e.signature == WORKER_FAILED and e.ts is not None and e.attempt is None})
+    sources = {e.source for e in events if e.signature in (RESTART, WORKER_FAILED) and e.attempt is None}
+    bounds = restarts or failed[:-1]
+    if len(sources) != 1 or not bounds:
+        return {}
+    first = min(e.ts for e in events if e.ts is not None)
+    starts = {0: min(first, bounds[0])}
+    for k, b in enumerate(bounds, 1):
+        starts[k] = b + 0.001  # the boundary line itself is the attempt it ends
+    return starts
+
+
 def first_failed_attempt(events: Sequence[Event]) -> int | None:
     atts = [
         e.attempt for e in events if e.attempt is not None and e.severity == Severity.ERROR and e.role != Role.NOISE

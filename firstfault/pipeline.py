@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from firstfault.align import Offset, align, bound_inherited, correct_clocks, split_attempts
+from firstfault.align import Offset, align, bound_inherited, console_attempt_starts, correct_clocks, split_attempts
 from firstfault.discover import Bundle, discover
 from firstfault.flightrec.load import gc_paused
 from firstfault.flightrec.stage import FlightRecorderBeside
@@ -86,7 +86,7 @@ def _after_parse(
     bound_inherited(tl.events, window.end)
     context, warns = context_of(tl.events, window, pr.ctx.job_files, peer_hosts(tl.events, topo))
     warnings += warns
-    now, later, first = split_attempts(tl.events, pr.ctx.attempt_start)
+    now, later, first = split_attempts(tl.events, pr.ctx.attempt_start or console_attempt_starts(tl.events))
     if later:
         warnings.append(f"torchrun restarted the job; attempt {first} failed first and is the one analysed")
     placed = place_rankless(now)

@@ -7,6 +7,7 @@ from stage_events import ev
 from firstfault.align import (
     align,
     bound_inherited,
+    console_attempt_starts,
     correct_clocks,
     estimate_offsets,
     fold_duplicates,
@@ -75,3 +76,23 @@ def test_restarts_keep_the_first_failed_attempt() -> None:
     a1 = ev("RuntimeError: again", rank=2, ts=T0 + 65)
     now, later, first = split_attempts([a0, a1], {0: T0, 1: T0 + 60})
     assert first == 0 and now == [a0] and later == [a1]
+
+
+def _failed(ts: float, source: str = "console.log"):  # type: ignore[no-untyped-def]
+    return ev(
+        "failed (exitcode: 1) local_rank: 1 (pid: 7) of binary: python",
+        ts=ts,
+        source=source,
+        signature="torchelastic.worker_failed",
+        role=Role.TEARDOWN,
+    )
+
+
+def test_a_consoles_attempts_end_at_each_failure_line_but_the_last() -> None:
+    evs = [ev("x", ts=90.0, source="console.log"), _failed(100.0), _failed(200.0), _failed(300.0)]
+    assert console_attempt_starts(evs) == {0: 90.0, 1: 100.001, 2: 200.001}
+
+
+def test_one_failure_line_or_two_consoles_split_nothing() -> None:
+    assert console_attempt_starts([_failed(100.0)]) == {}
+    assert console_attempt_starts([_failed(100.0, "node0.log"), _failed(100.5, "node1.log")]) == {}

@@ -380,3 +380,13 @@ def test_an_exception_every_rank_raised_after_training_started_is_the_set_ups() 
     v = _v("c_unused_param_all")
     assert str(v.category) == "configuration" and v.culprit.ranks == []
     assert any("every rank raised it the same way" in r for r in v.reasons)
+
+
+def test_a_restarted_console_is_split_into_attempts_and_a_different_second_failure_is_said() -> None:
+    # --max-restarts 1: rank 1 is SIGKILLed in attempt 0 (torchrun: "failed (exitcode: -9) local_rank:
+    # 1"); the restart could not form gloo's mesh again. One console, no per-rank files: each
+    # "failed (exitcode" line but the last ends an attempt (align.console_attempt_starts)
+    v = _v("restart_sigkill_r1")
+    assert str(v.category) == "host_oom" and v.culprit.ranks == [1]
+    assert any("attempt 1 failed too, in other words" in r and "connectFullMesh" in r for r in v.reasons)
+    assert any(link.rule.startswith("in restart attempt 1") for link in v.causal_chain)

@@ -28,7 +28,7 @@ from firstfault.reason.candidates import (
     straggler_candidate,
 )
 from firstfault.reason.causality import OddValue, odd_reported_value
-from firstfault.reason.chain import chain, fr_links, later_links, recurrences
+from firstfault.reason.chain import chain, fr_links, later_links, recurrences, restart_failed_otherwise
 from firstfault.reason.confidence import confidence
 from firstfault.reason.configuration import before_training, common_failure, template_key
 from firstfault.reason.correlate import Candidate, Correlation, candidate_order
@@ -126,6 +126,9 @@ def attribute(
     recur = recurrences(corr, win, later)
     if recur:
         hyp.reasons.append(f"the same failure recurred in attempt(s) {', '.join(map(str, recur))}")
+    otherwise = restart_failed_otherwise(later, recur)
+    if otherwise is not None:
+        hyp.reasons.append(otherwise)
     if hyp.root_event is not None and hyp.root_event.ts_quality != TsQuality.EXACT:
         warns.append(f"root event time is {hyp.root_event.ts_quality}: taken from a nearby line")
     verdict = Verdict(

@@ -96,3 +96,20 @@ def recurrences(corr: Correlation, win: Candidate, later: Sequence[Event] = ()) 
         if e.rank == win.rank and e.signature == win.event.signature and e.attempt not in (None, win.event.attempt):
             out.add(e.attempt)
     return sorted(a for a in out if a is not None)
+
+
+def restart_failed_otherwise(later: Sequence[Event], recurred: Sequence[int]) -> str | None:
+    """What a restart that failed in other words said first, when the root did not recur.
+
+    Why: a restart that fails again the same way says the fault is deterministic; one that fails
+    differently (a process group that could not form again, a port still held) is a second fault
+    the user must see, not one more symptom of the first."""
+    errs = [e for e in later if e.role in (Role.ROOT, Role.CASCADE) and e.severity == Severity.ERROR]
+    if recurred or not errs:
+        return None
+    first = min(errs, key=lambda e: (e.attempt or 0, e.ts if e.ts is not None else float("inf"), e.line))
+    where = f"rank {first.rank}" if first.rank is not None else f"{first.source}:{first.line}"
+    return (
+        f"torchrun restarted the job, and attempt {first.attempt} failed too, in other words ({where}: "
+        f"{first.text.strip()[:200]}): a second fault of its own, not this one recurring"
+    )
