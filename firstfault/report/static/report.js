@@ -265,7 +265,21 @@
     FF.timings.ready_ms = Math.round(performance.now());
     document.documentElement.setAttribute('data-ready', '1');
   }
-  window.addEventListener('resize', function () { Object.keys(FF.charts).forEach(function (k) { FF.charts[k].resize(); }); });
+  // Resize the charts once the window has settled, and only those whose box did change. A
+  // full-page screenshot (or a browser's print preview) resizes the viewport for an instant; an
+  // ECharts resize run then, beside a CPU hog, once threw inside its axis-break layout ('Cannot
+  // read properties of null', copying a label's transform that was not laid out yet).
+  var resizeTimer = null;
+  window.addEventListener('resize', function () {
+    if (resizeTimer) clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(function () {
+      resizeTimer = null;
+      Object.keys(FF.charts).forEach(function (k) {
+        var c = FF.charts[k], d = c.getDom();
+        if (d.clientWidth !== c.getWidth() || d.clientHeight !== c.getHeight()) c.resize();
+      });
+    }, 120);
+  });
 
   // ---------------------------------------------------------------- timeline
   function buildTimeline() {
