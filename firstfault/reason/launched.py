@@ -1,0 +1,46 @@
+"""What the launcher says it started: ranks the job waits for that were never launched.
+
+Why a module of its own: it reads torchrun's failure summary as a record of which workers exist,
+a fact about the launch, not about any rank's fault (``reason.candidates`` asks it before naming a
+silent rank the culprit).
+"""
+
+from __future__ import annotations
+
+from firstfault.reason.correlate import Candidate
+from firstfault.reason.inputs import ReasoningInput
+from firstfault.vocab import CandidateKind, Category
+
+LAUNCH_RECORD = "torchelastic.failure_record"
+
+
+def never_launched(pool: list[int], awaited: dict[int, int], ev: ReasoningInput) -> Candidate | None:
+    """The victims wait for ranks the launcher never started: the job asked for more ranks than it ran.
+
+    torchrun's summary lists every worker it started and how each ended, and it starts workers only
+    once every node has joined its rendezvous. When the ranks it started (0 to N-1, all on one
+    console) wait in the store for rank N or above, and nothing anywhere shows such a rank, the world
+    size the program gave ``init_process_group`` (or a WORLD_SIZE it set itself) is larger than the
+    processes launched: a configuration error, no rank's fault. One console only, since another
+    node's console, left out of the bundle, would hold those ranks.
+    """
+    if not pool or any(r not in awaited for r in pool):
+        return None
+    records = [e for e in ev.events if e.signature == LAUNCH_RECORD and e.rank is not None]
+    launched = sorted({e.rank for e in records if e.rank is not None})
+    if not launched or launched != list(range(len(launched))) or len({e.source for e in records}) != 1:
+        return None
+    if len(set(ev.topology.rank_host.values())) > 1 or min(pool) < len(launched):
+        return None
+    beyond = set(pool)
+    if any(e.rank in beyond for e in ev.events) or any(p.rank in beyond for p in ev.progress):
+        return None
+    waited = ", ".join(map(str, sorted(pool)[:8]))
+    reasons = [
+        f"the ranks waited for rank(s) {waited}, which the launcher never started: its summary "
+        f"lists ranks 0 to {len(launched) - 1} only, and no line anywhere shows a rank {min(pool)}",
+        f"the world size the program asked for (at least {max(pool) + 1}) is larger than the {len(launched)} "
+        "processes launched: a world_size passed to init_process_group, or a WORLD_SIZE set in the program or "
+        "its config, disagrees with the launcher's --nnodes/--nproc-per-node (or another node's log is missing)",
+    ]
+    return Candidate(CandidateKind.SILENT, None, None, None, None, Category.CONFIGURATION, reasons)
