@@ -32,6 +32,14 @@ _ELASTIC_ERR = re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/error\.
 _OLD_PICKLE_DICT = (b"(dp0\n", b"(dp1\n", b"(dp", b"}q\x00", b"(dq\x00", b"}(")
 _FR_NAME = re.compile(r"(?:fr_trace|nccl_trace|_dump|trace)_?(?:rank_?)?(?P<rank>\d+)(?:\.json)?$")
 _SCRIPT_SUFFIXES = (".sbatch", ".sh", ".slurm", ".py", ".bash")
+# a run's configuration (a Hydra or DeepSpeed/Accelerate YAML, a TOML, an INI): like the script it
+# says what was asked for. Its text is full of words such as "error" or "timeout" as keys and values,
+# which read as events would be faults no process ever had. JSON stays a log: JSON-lines loggers
+# write ``.json`` files, and flight-recorder and topology files are told apart by name first. A
+# Kubernetes object saved as YAML (``kubectl get pod -o yaml``) is a record of what happened: its
+# ``status`` holds the container's "reason: OOMKilled", so it stays a log.
+_CONFIG_SUFFIXES = (".yaml", ".yml", ".toml", ".ini", ".cfg")
+_K8S_OBJECT = re.compile(rb"^apiVersion:", re.MULTILINE)
 _SLURM_OUT = re.compile(r"^slurm-\d+(?:_\d+)?\.(?:out|err)$")
 # a bundle collected per host: "hosts/<host>/" or "nodes/<host>/", "host-<host>/", or a folder
 # named like a node ("node07/", which is its host name).
@@ -185,6 +193,8 @@ def sniff_kind(rel: str, head: bytes) -> FileKind:
         return FileKind.TOPOLOGY
     if name.endswith(_SCRIPT_SUFFIXES) or head.startswith(b"#!"):
         return FileKind.SCRIPT  # the job's batch or launch script: what was asked for, not what happened
+    if name.endswith(_CONFIG_SUFFIXES) and not _K8S_OBJECT.search(head):
+        return FileKind.SCRIPT
     if COUNTER_FILE.search(rel):
         return FileKind.IB_COUNTER
     if _is_binary(head):

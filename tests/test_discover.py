@@ -30,6 +30,10 @@ from firstfault.vocab import BundleError, FileKind
         ("blob.bin", b"\x00\x01\x02\x03" * 100, FileKind.BINARY),
         ("ibstat.txt", b"CA 'mlx5_0'\n\tCA type: MT4123\n\tPort 1:\n\t\tState: Active\n", FileKind.IB_STATE),
         ("notes.txt", b"just some text\n", FileKind.APP_LOG),
+        ("conf/config.yaml", b"trainer:\n  max_steps: 100\n  timeout: 1800\n", FileKind.SCRIPT),
+        ("accelerate.toml", b"[deepspeed]\nzero_stage = 2\n", FileKind.SCRIPT),
+        # a Kubernetes object is a record of what happened (its status holds "reason: OOMKilled")
+        ("pod.yaml", b"apiVersion: v1\nkind: Pod\nstatus:\n", FileKind.APP_LOG),
     ],
 )
 def test_kind_from_path_and_first_bytes(rel: str, head: bytes, kind: FileKind) -> None:
@@ -68,3 +72,25 @@ def test_nothing_there_is_an_input_error(tmp_path: Path) -> None:
         discover(tmp_path / "missing")
     with pytest.raises(BundleError, match="no readable files"):
         discover(tmp_path)
+
+
+def test_a_runs_configuration_beside_its_logs_is_not_evidence(tmp_path: Path) -> None:
+    """A config's keys and comments ("timeout", an error it works around) must not read as events."""
+    import shutil
+
+    from firstfault.pipeline import analyze
+
+    real = Path(__file__).parent / "fixtures" / "realjobs" / "healthy_warnings"
+    job = tmp_path / "job"
+    shutil.copytree(real, job)
+    (job / "config.yaml").write_text(
+        "# NCCL_IB_DISABLE=1 works around 'NCCL WARN NET/IB : Got completion from peer'\n"
+        "trainer:\n  max_steps: 100\n# was: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    )
+    (job / "accelerate.toml").write_text(
+        "# torch.distributed.DistNetworkError: connection refused\nnum_processes = 4\n"
+    )
+    kinds = {f.rel: f.kind for f in discover(job).files}
+    assert kinds["config.yaml"] == kinds["accelerate.toml"] == FileKind.SCRIPT
+    v = analyze(job)
+    assert str(v.category) == "none" and v.culprit.ranks == []
