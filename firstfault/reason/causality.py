@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from firstfault.reason.frames import FRAME, frames, is_programs
 from firstfault.vocab import Event, Role, settings
 from firstfault.vocab.identity import rank_numbers
 
@@ -215,23 +216,16 @@ def odd_reported_value(events: Iterable[Event]) -> OddValue | None:
     return OddValue(odd, signature, reason)
 
 
-# A traceback frame ("  File "/x/train.py", line 204, in main"), and the paths that are a library's
-# or the interpreter's, not the program's: the program's innermost frame is where it called in
-_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)')
-_LIBRARY_PATH = re.compile(r"site-packages|dist-packages|<frozen|/lib/python\d|^<")
-
-
 def call_site(e: Event) -> tuple[str, str] | None:
     """Where the program called into the library that raised ``e``: its innermost frame outside
     installed packages and the interpreter, as (``file:line in func``, the code on that line).
     None when the event kept no traceback or every frame is a library's."""
     found: tuple[str, str] | None = None
     lines = e.context
-    for i, line in enumerate(lines):
-        m = _FRAME.search(line)
-        if m is None or _LIBRARY_PATH.search(m["path"]):
+    for i, m in frames(lines):
+        if not is_programs(m["path"]):
             continue
-        code = lines[i + 1].strip() if i + 1 < len(lines) and not _FRAME.search(lines[i + 1]) else ""
+        code = lines[i + 1].strip() if i + 1 < len(lines) and not FRAME.search(lines[i + 1]) else ""
         found = (f"{m['path'].rsplit('/', 1)[-1]}:{m['line']} in {m['func']}", code)
     return found
 

@@ -27,6 +27,7 @@ from firstfault.reason.correlate import (
     RankView,
     is_exit_record,
 )
+from firstfault.reason.frames import frames, installed_package
 from firstfault.reason.hypothesis import DEFAULT_ACTION, silent_kill_suspects_oom
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.nccl_coll import coll_mismatch
@@ -153,15 +154,12 @@ PROGRAMMING_ERRORS = frozenset(
         "UnboundLocalError",
     }
 )
-# Where installed packages live: a frame there is a library's code, not the user's script.
-_LIBRARY_PATH = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<package>[^/\\]+)")
 # A library's own source checkout, installed editable (``pip install -e``): PyPA's "src layout"
 # puts the import package under the project's ``src/``, named as the project is
 # (``transformers/src/transformers/``, ``LLaMA-Factory/src/llamafactory/``). Other ``src/`` trees are
 # not a library's: Docker's ``/usr/src/app``, a template's ``src/models``. A user's own project in
 # src layout under its own name still reads as a library: the price of the rule.
 _SOURCE_CHECKOUT = re.compile(r"[/\\](?P<project>[^/\\]+)[/\\]src[/\\](?P<package>[A-Za-z_]\w*)[/\\]")
-_FRAME_FILE = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
 GENERIC_EXCEPTION = "python.exception"
 
 
@@ -211,7 +209,7 @@ def apply_unplaced_defect(hyp: Hypothesis) -> None:
     right; held out, one became right and two went from one wrong reading to another.
     """
     root = hyp.root_event
-    if root is None or hyp.category != Category.APPLICATION_ERROR or any(map(_FRAME_FILE.match, root.context)):
+    if root is None or hyp.category != Category.APPLICATION_ERROR or any(frames(root.context)):
         return
     recategorize(hyp, Category.SOFTWARE_BUG)
     exc = exception_name(root)
@@ -279,12 +277,12 @@ def _same_name(project: str, package: str) -> bool:
 def raise_site(root: Event) -> str | None:
     """The library whose code raised ``root`` (its innermost frame: an installed package, or a
     library's own source checkout), or None."""
-    paths = [m["path"] for m in map(_FRAME_FILE.match, root.context) if m]
+    paths = [m["path"] for _, m in frames(root.context)]
     if not paths:
         return None
-    lib = _LIBRARY_PATH.search(paths[-1])
+    lib = installed_package(paths[-1])
     if lib:
-        return lib["package"].removesuffix(".py")
+        return lib
     src = _SOURCE_CHECKOUT.search(paths[-1])
     return src["package"] if src and _same_name(src["project"], src["package"]) else None
 

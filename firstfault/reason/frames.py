@@ -1,0 +1,40 @@
+"""Python traceback frames, read once for the rules that ask whose code a line of a traceback is.
+
+Two rules read the frames an error event kept in its context: :func:`refine.raise_site` asks which
+library's code *raised* (the innermost frame, an installed package's: ``software_bug``), and
+:func:`causality.call_site` asks where the *program* called in (the innermost frame that is neither
+an installed package's nor the interpreter's). One frame pattern and one notion of "a library's
+path" serve both, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+# CPython's traceback line, ``  File "/x/train.py", line 204, in main``, wherever a launcher's
+# prefix put it (``[rank0]:   File ...``).
+FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>[\w<>.]+))?')
+# Where installed packages live: a frame there is a library's code, not the user's script.
+INSTALLED = re.compile(r"[/\\](?:site|dist)-packages[/\\](?P<package>[^/\\]+)")
+# The interpreter's own code: the standard library, frozen modules, ``<string>``.
+_INTERPRETER = re.compile(r"<frozen|[/\\]lib[/\\]python\d|^<")
+
+
+def frames(lines: Iterable[str]) -> Iterator[tuple[int, re.Match[str]]]:
+    """The traceback frames among ``lines``, with each one's index."""
+    for i, line in enumerate(lines):
+        m = FRAME.search(line)
+        if m is not None:
+            yield i, m
+
+
+def installed_package(path: str) -> str | None:
+    """The installed package a frame's file belongs to (``site-packages/torch/...`` -> torch)."""
+    m = INSTALLED.search(path)
+    return m["package"].removesuffix(".py") if m else None
+
+
+def is_programs(path: str) -> bool:
+    """Is a frame's file the program's own, neither an installed package's nor the interpreter's?"""
+    return INSTALLED.search(path) is None and _INTERPRETER.search(path) is None
