@@ -390,3 +390,12 @@ def test_a_restarted_console_is_split_into_attempts_and_a_different_second_failu
     assert str(v.category) == "host_oom" and v.culprit.ranks == [1]
     assert any("attempt 1 failed too, in other words" in r and "connectFullMesh" in r for r in v.reasons)
     assert any(link.rule.startswith("in restart attempt 1") for link in v.causal_chain)
+
+
+def test_an_exception_its_rank_died_of_is_not_one_the_job_went_on_from() -> None:
+    """Steps that name no rank after rank 3's traceback are ranks 0 and 1's, training on in their own
+    sub-mesh; torchrun records rank 3's exit with status 1, so the IndexError was not caught."""
+    v = _v("f_mesh_too_small")
+    assert v.root_event is not None and "IndexError" in v.root_event.text
+    assert v.culprit.ranks[:1] in ([2], [3])
+    assert not any("went on from them" in w for w in v.warnings)

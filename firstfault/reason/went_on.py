@@ -19,6 +19,11 @@ correlation, three kinds of line above it are demoted to noise, as a transient t
   (a preemption, a death signal) end jobs, and the kernel's and the fabric's are a host's, whose
   flapping port is the classic first sign of a later timeout: those keep their readings.
 
+Where a file's training lines name no rank, they may be other ranks' steps: ranks in a sub-mesh
+train on while one outside it died. An exception there that is its rank's last, when the launcher
+then records that rank's exit with status 1 (CPython's for an uncaught exception), was not caught:
+the rank died of it, and it keeps its reading.
+
 Known errors keep their readings whatever follows them (a failed checkpoint save the job
 survived is still a fault to report). What is demoted is named in a warning, never dropped.
 """
@@ -29,6 +34,7 @@ from collections.abc import Sequence, Set
 
 from firstfault.match.unrecognised import UNRECOGNISED
 from firstfault.parse.run import IGNORED_FIELD
+from firstfault.reason.correlate import is_exit_record
 from firstfault.reason.refine import GENERIC_EXCEPTION
 from firstfault.vocab import Event, Layer, Role, Severity
 from firstfault.vocab.text import clip
@@ -49,6 +55,18 @@ def went_on_from(
         if after is not None and e.line < after:
             out.append(e)
     return out
+
+
+def died_of(caught: Sequence[Event], events: Sequence[Event], tagged: Set[str]) -> list[Event]:
+    """The exceptions, in files whose training lines name no rank, that their rank died of: each
+    one its rank's last, where the launcher records that rank's exit with status 1."""
+    exited = {e.rank for e in events if is_exit_record(e) and e.fields.get("exitcode") == "1"}
+    last: dict[tuple[int | None, str], Event] = {}
+    for e in caught:
+        key = (e.rank, e.source)
+        if e.rank in exited and e.source not in tagged and (key not in last or e.line > last[key].line):
+            last[key] = e
+    return list(last.values())
 
 
 def _demote_ignored(events: Sequence[Event]) -> list[str]:
@@ -88,6 +106,7 @@ def demote_went_on(
         return notes
     unknown = [e for e in events if e.signature == UNRECOGNISED and e.role != Role.NOISE]
     caught = [e for e in events if e.signature == GENERIC_EXCEPTION and e.role == Role.ROOT]
+    caught = [e for e in caught if e not in died_of(caught, events, tagged)]
     warned = [
         e
         for e in events

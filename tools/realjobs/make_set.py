@@ -1,6 +1,6 @@
 """Build firstfault's development set of real torchrun jobs from ``train.py`` (not the simulator).
 
-    python tools/realjobs/make_set.py OUT [--set 1..5] [--only CASE ...] [--jobs 2]
+    python tools/realjobs/make_set.py OUT [--set 1..6] [--only CASE ...] [--jobs 2]
 
 Each case is one real ``torchrun`` job (4 ranks, gloo on CPU) with a fault of ``train.py``;
 the bundle is what the job left (``console.log``: torchrun's console as a terminal shows it;
@@ -164,6 +164,36 @@ CASES_5: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
 ]
 
 
+# A sixth set: FSDP2 (``fully_shard`` on a device mesh, as torchtitan applies it), device meshes
+# that do not fit the world, a launcher preempted by SIGTERM, and a rendezvous host that does not
+# resolve; written after the first five sets' rules, scored once before any rule of its own.
+CASES_6: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("f_fsdp_mismatch_r1", "model_mismatch", 1, 0, "configuration", [1], "stop", {"wrap": "fsdp"}),
+    ("f_fsdp_mismatch_r0_3r", "model_mismatch", 0, 0, "configuration", [0], "stop", {"wrap": "fsdp", "nproc": 3}),
+    ("f_fsdp_sigkill_r2", "sigkill", 2, 5, "host_oom", [2], "stop", {"wrap": "fsdp", "style": "rankfmt"}),
+    ("f_fsdp_hang_r1", "hang", 1, 4, "hang", [1], "restart", {"wrap": "fsdp"}),
+    ("f_fsdp_exception_r3", "exception", 3, 6, "application_error", [3], "stop", {"wrap": "fsdp", "style": "print"}),
+    ("f_fsdp_nan_r2", "nan_one", 2, 5, "numerical", [2], "stop", {"wrap": "fsdp"}),
+    ("f_mesh_too_big", "none", 0, 0, "configuration", [], "stop", {"wrap": "fsdp", "mesh": "3,2"}),
+    ("f_mesh_too_small", "none", 0, 0, "configuration", [], "stop", {"wrap": "fsdp", "mesh": "2", "style": "print"}),
+    ("f_preempted", "none", 0, 0, "scheduler", [], "restart", {"steps": 100000, "preempt_after": 15.0}),
+    ("f_rdzv_bad_host", "none", 0, 0, "configuration", [], "stop", {"nproc": 2, "rdzv": "nosuchhost.invalid:29400"}),
+    ("f_fsdp_healthy", "none", 0, 0, "none", [], "none", {"wrap": "fsdp", "style": "rankfmt"}),
+    # the same fault again after set 6 was scored, for a fixture where the peers print their tracebacks
+    (
+        "f_fsdp_mismatch_r2_print",
+        "model_mismatch",
+        2,
+        0,
+        "configuration",
+        [2],
+        "stop",
+        {"wrap": "fsdp", "style": "print"},
+    ),
+    ("f_hsdp_healthy", "none", 0, 0, "none", [], "none", {"wrap": "fsdp", "mesh": "2,2"}),
+]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -188,6 +218,9 @@ def fault_args(fault: str, rank: int, step: int, extra: dict[str, object], d: Pa
         str(extra.get("style", "logging")),
         "--data",
         str(d / "no-such-data"),
+        "--wrap",
+        str(extra.get("wrap", "ddp")),
+        *(["--mesh", str(extra["mesh"])] if "mesh" in extra else []),
     ]
 
 
@@ -208,16 +241,26 @@ def truth_record(case: tuple, nproc: int, rc: int, took_s: float, argv: list[str
     }
 
 
-def run_job(argv: list[str], env: dict[str, str], console: Path, timeout: float = 240) -> int:
+def run_job(
+    argv: list[str], env: dict[str, str], console: Path, timeout: float = 240, preempt_after: float | None = None
+) -> int:
     """Run one job in a session of its own, its output to ``console``; past ``timeout`` the session is
     sent SIGTERM (as a scheduler would), then SIGKILL. Returns the exit status.
 
     When the launcher has exited, whatever is left of its session is killed too, as a scheduler's
     cgroup clean-up does: a rank stuck in a sleep that ignored the launcher's SIGTERM (Lightning
-    handles it) would otherwise wake an hour later and append to a bundle already scored."""
+    handles it) would otherwise wake an hour later and append to a bundle already scored.
+
+    ``preempt_after``: the launcher alone is sent SIGTERM after that many seconds, as a scheduler
+    preempting the job (or ``scancel``) signals the job step's processes."""
     with open(console, "wb") as con:
         p = subprocess.Popen(argv, stdout=con, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
+            if preempt_after is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(timeout=preempt_after)
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
             rc = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGTERM)
@@ -232,7 +275,8 @@ def run_job(argv: list[str], env: dict[str, str], console: Path, timeout: float 
 def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
     name, fault, rank, step, _cat, _culprits, _action, extra = case
     d = out / name
-    d.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(d, ignore_errors=True)  # a case made again: torchrun's --log-dir would keep the old run's tree
+    d.mkdir(parents=True)
     nproc = int(extra.get("nproc", 4))
     torchrun = [sys.executable, "-m", "torch.distributed.run"]
     argv = [
@@ -244,6 +288,9 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
         "--max-restarts",
         str(extra.get("max_restarts", 0)),
     ]
+    if "rdzv" in extra:  # a c10d rendezvous at a host name that does not resolve
+        at = argv.index("--master-port")
+        argv[at : at + 2] = ["--rdzv-backend", "c10d", "--rdzv-endpoint", str(extra["rdzv"])]
     if keep_logdir:
         argv += ["--log-dir", str(d / "logs"), "--tee", "3"]
     argv += [str(HERE / "train.py"), *fault_args(fault, rank, step, extra, d)]
@@ -269,7 +316,8 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
         busy.bind(("127.0.0.1", int(argv[argv.index("--master-port") + 1])))
         busy.listen()
     t0 = time.time()
-    rc = run_job(argv, env, d / "console.log")
+    preempt = extra.get("preempt_after")
+    rc = run_job(argv, env, d / "console.log", preempt_after=float(preempt) if preempt is not None else None)  # type: ignore[arg-type]
     if busy is not None:
         busy.close()
     truth = truth_record(case, nproc, rc, time.time() - t0, argv)
@@ -284,12 +332,13 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4, 5), help="1 to 5 (2 and 4 held out)")
+    ap.add_argument("--set", type=int, default=1, choices=(1, 2, 3, 4, 5, 6), help="1 to 6 (2 and 4 held out)")
     a = ap.parse_args()
-    chosen = {1: CASES, 2: CASES_2, 3: CASES_3, 4: CASES_4, 5: CASES_5}[a.set]
+    chosen = {1: CASES, 2: CASES_2, 3: CASES_3, 4: CASES_4, 5: CASES_5, 6: CASES_6}[a.set]
     cases = [c for c in chosen if not a.only or c[0] in a.only]
     with ThreadPoolExecutor(a.jobs) as ex:
-        futs = [ex.submit(run_case, a.out, c, i % 2 == 0) for i, c in enumerate(cases)]
+        # every other case of the set keeps torchrun's per-rank tree, by its place in the whole set
+        futs = [ex.submit(run_case, a.out, c, chosen.index(c) % 2 == 0) for c in cases]
         for f in futs:
             print("wrote", f.result(), flush=True)
 

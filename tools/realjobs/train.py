@@ -81,6 +81,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--ckpt", default="/tmp/ff-realjobs-ckpt")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--resume", default=None, help="a checkpoint to start from")
+    p.add_argument("--wrap", choices=("ddp", "fsdp"), default="ddp", help="DDP, or FSDP2's fully_shard")
+    p.add_argument("--mesh", default=None, help="FSDP's device mesh shape, '4' or '2,2' (default: the world)")
     return p.parse_args()
 
 
@@ -119,6 +121,22 @@ def save_dcp(a: argparse.Namespace, model: object, step: int, rank: int, hit: bo
     state = {"model": model.state_dict(), f"dataloader.dp_rank_{rank}": torch.tensor([step])}  # type: ignore[attr-defined]
     dcp.save(state, checkpoint_id=path)
     logging.getLogger("trainer").info("saved checkpoint %s", path)
+
+
+def shard(net: object, mesh_arg: str | None, world: int) -> object:
+    """FSDP2 as torchtitan applies it: each Linear its own unit, then the whole model, on a device
+    mesh (1-D: fully sharded; 2-D: HSDP, replicated over the first dimension, sharded over the second)."""
+    import torch.nn as nn
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    shape = tuple(int(x) for x in mesh_arg.split(",")) if mesh_arg else (world,)
+    names = ("dp_replicate", "dp_shard")[-len(shape) :] if len(shape) <= 2 else None
+    mesh = init_device_mesh("cpu", shape, mesh_dim_names=names)
+    for m in net.modules():  # type: ignore[attr-defined]
+        if isinstance(m, nn.Linear):
+            fully_shard(m, mesh=mesh)
+    return fully_shard(net, mesh=mesh)  # type: ignore[arg-type]
 
 
 def main() -> None:
@@ -217,7 +235,7 @@ def main() -> None:
         net.load_state_dict(torch.load(a.resume))
     # DDP under TORCH_DISTRIBUTED_DEBUG=DETAIL crashes torch 2.13's CPU build at start-up (SIGSEGV on
     # every rank, kept as its own case); the mismatch case all-reduces gradients by hand instead
-    model = net if a.fault == "detail_mismatch" else DDP(net)
+    model = shard(net, a.mesh, world) if a.wrap == "fsdp" else net if a.fault == "detail_mismatch" else DDP(net)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     lossf = nn.CrossEntropyLoss()
     if a.fault == "warnings":
@@ -242,7 +260,7 @@ def main() -> None:
             )
         opt.zero_grad()
         loss.backward()
-        if model is net:
+        if a.fault == "detail_mismatch":  # no DDP: the gradients are all-reduced by hand
             for p in net.parameters():
                 dist.all_reduce(p.grad)
         opt.step()
