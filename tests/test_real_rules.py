@@ -399,3 +399,12 @@ def test_an_exception_its_rank_died_of_is_not_one_the_job_went_on_from() -> None
     assert v.root_event is not None and "IndexError" in v.root_event.text
     assert v.culprit.ranks[:1] in ([2], [3])
     assert not any("went on from them" in w for w in v.warnings)
+
+
+def test_an_all_gather_witness_received_from_its_left_neighbour() -> None:
+    """gloo's all-gather receives from rank - 1 (allgather.cc), its all-reduce from rank + 1: the
+    peers' tracebacks (``distributed_c10d.py ... in all_gather_single``) say which it was."""
+    v = _v("f_fsdp_mismatch_r1_w0")
+    assert str(v.category) == "collective_mismatch"
+    assert v.culprit.ranks[:2] == [1, 2]
+    assert any("show an all-gather" in r for r in v.reasons)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from stage_events import ev
 
-from firstfault.reason.causality import call_site, odd_call_site, odd_reported_value
+from firstfault.reason.causality import call_site, odd_call_site, odd_reported_value, ring_collective, ring_sender
 from firstfault.vocab import Category, Role
 
 TIMEOUT = "RuntimeError: [../gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 15000ms for recv operation to complete"
@@ -66,3 +66,25 @@ def test_the_rank_whose_parameter_count_differs_is_named_in_global_ranks() -> No
 
 def test_two_ranks_reporting_each_other_name_nobody() -> None:
     assert odd_reported_value([_ddp(0, 0, 4, 1, 6), _ddp(1, 1, 6, 0, 4)]) is None
+
+
+def _reset(rank: int, func: str):  # type: ignore[no-untyped-def]
+    frames = (
+        "Traceback (most recent call last):",
+        '  File "/job/train.py", line 120, in main',
+        "    out = model(x)",
+        f'  File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 4394, in {func}',
+        "    work = group.allgather_into_tensor_coalesced(",
+    )
+    text = "RuntimeError: [../gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:1: Connection reset by peer"
+    return ev(text, rank=rank, role=Role.CASCADE, signature="gloo.connection_reset", context=frames)
+
+
+def test_the_ring_neighbour_that_sent_depends_on_the_collective() -> None:
+    assert ring_sender(2, 4) == ring_sender(2, 4, "all_reduce") == 3  # gloo/allreduce.cc: recvRank = rank + 1
+    assert ring_sender(2, 4, "all_gather") == 1  # gloo/allgather.cc: recvRank = rank - 1
+    assert ring_sender(0, 4, "all_gather") == 3
+    assert ring_collective([_reset(1, "all_gather_single"), _reset(3, "all_gather_into_tensor")]) == "all_gather"
+    assert ring_collective([_reset(1, "all_reduce")]) == "all_reduce"
+    assert ring_collective([_reset(1, "all_gather_single"), _reset(3, "all_reduce")]) is None  # they disagree
+    assert ring_collective([ev("RuntimeError: x", rank=1)]) is None  # no traceback: unknown

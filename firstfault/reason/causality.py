@@ -33,9 +33,33 @@ from firstfault.vocab.identity import rank_numbers
 RING_RECV = "gloo_ring_recv"
 
 
-def ring_sender(witness_rank: int, world: int) -> int:
-    """The rank a gloo ring participant receives from (gloo/allreduce.cc: recvRank = (rank + 1) % size)."""
-    return (witness_rank + 1) % world
+def ring_sender(witness_rank: int, world: int, collective: str | None = None) -> int:
+    """The rank a gloo ring participant receives from: in an all-reduce (gloo/allreduce.cc ring(),
+    and reduce.cc) ``recvRank = (rank + 1) % size``; in an all-gather (gloo/allgather.cc) ``recvRank
+    = (size + rank - 1) % size``. The witness's abort does not say which it was in
+    (:func:`ring_collective`); an all-reduce, DDP's gradient buckets, is taken when none is seen."""
+    step = -1 if collective == "all_gather" else 1
+    return (witness_rank + step) % world
+
+
+# torch.distributed's own functions, as their frames name them ("distributed_c10d.py", line 4394,
+# in all_gather_single): the collective a traceback was in
+_C10D_FILE = re.compile(r"[/\\]torch[/\\]distributed[/\\]distributed_c10d\.py$")
+_COLLECTIVES = (("all_gather", re.compile(r"all_?gather")), ("all_reduce", re.compile(r"all_?reduce")))
+
+
+def ring_collective(events: Iterable[Event]) -> str | None:
+    """The collective the ranks' tracebacks show them in (``all_gather`` or ``all_reduce``), read from
+    their innermost ``distributed_c10d.py`` frame; None when none shows one, or they disagree.
+
+    Why: a gloo receiver that aborts on an odd buffer says nothing of the collective, but its
+    peers, left with a connection reset in the same call, print where they were."""
+    seen: set[str] = set()
+    for e in events:
+        funcs = [m["func"] or "" for _, m in frames(e.context) if _C10D_FILE.search(m["path"])]
+        if funcs:
+            seen.update(name for name, pat in _COLLECTIVES if pat.search(funcs[-1]))
+    return seen.pop() if len(seen) == 1 else None
 
 
 def awaited_ranks(events: Iterable[Event]) -> Counter[int]:

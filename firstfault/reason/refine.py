@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from firstfault.reason.causality import RING_RECV, group_mismatch, ring_sender
+from firstfault.reason.causality import RING_RECV, group_mismatch, ring_collective, ring_sender
 from firstfault.reason.configuration import (
     CommonFailure,
     before_training,
@@ -411,16 +411,29 @@ def apply_witness(hyp: Hypothesis, corr: Correlation, world: int | None) -> None
     root = hyp.root_event
     if root is None or root.fields.get("witness") != RING_RECV or root.rank is None or not world or world < 2:
         return
-    sender = ring_sender(root.rank, world)
+    collective = ring_collective(e for v in corr.ranks.values() for e in v.events)
+    sender = ring_sender(root.rank, world, collective)
     hyp.culprit.ranks = [sender] + [r for r in hyp.culprit.ranks if r != sender]
     hyp.culprit.hosts = [h for h in [host_of(sender, corr)] if h]
     hyp.summary = (
         f"collective mismatch on rank {sender}: rank {root.rank} received a larger buffer than it posted "
         f"({root.fields.get('got', '?')} vs {root.fields.get('expected', '?')} bytes) from rank {sender}"
     )
+    if collective == "all_gather":
+        how = (
+            f"the peers' tracebacks show an all-gather, and in gloo's ring all-gather rank r receives from "
+            f"rank (r - 1) % {world} (gloo/allgather.cc: recvRank)"
+        )
+    else:
+        other = (root.rank - 1) % world
+        how = f"in gloo's ring all-reduce rank r receives from rank (r + 1) % {world} (gloo/allreduce.cc ring(): " + (
+            "recvRank), the collective the peers' tracebacks show"
+            if collective
+            else f"recvRank); no traceback shows the collective, and were it an all-gather (FSDP's "
+            f"unshard, ZeRO-3's parameter gather: gloo/allgather.cc) the sender would be rank {other}"
+        )
     hyp.reasons.append(
-        f"rank {root.rank} is a witness: gloo aborts the rank that receives the odd buffer, and in gloo's ring "
-        f"all-reduce rank r receives from rank (r + 1) % {world} (gloo/allreduce.cc ring(): recvRank): "
+        f"rank {root.rank} is a witness: gloo aborts the rank that receives the odd buffer; {how}: "
         f"rank {sender} sent it"
     )
 
