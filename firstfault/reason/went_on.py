@@ -60,7 +60,7 @@ def went_on_from(
 def died_of(caught: Sequence[Event], events: Sequence[Event], tagged: Set[str]) -> list[Event]:
     """The exceptions, in files whose training lines name no rank, that their rank died of: each
     one its rank's last, where the launcher records that rank's exit with status 1."""
-    exited = {e.rank for e in events if is_exit_record(e) and e.fields.get("exitcode") == "1"}
+    exited = {e.rank for e in events if e.rank is not None and is_exit_record(e) and e.fields.get("exitcode") == "1"}
     last: dict[tuple[int | None, str], Event] = {}
     for e in caught:
         key = (e.rank, e.source)
@@ -106,7 +106,8 @@ def demote_went_on(
         return notes
     unknown = [e for e in events if e.signature == UNRECOGNISED and e.role != Role.NOISE]
     caught = [e for e in events if e.signature == GENERIC_EXCEPTION and e.role == Role.ROOT]
-    caught = [e for e in caught if e not in died_of(caught, events, tagged)]
+    died = {id(e) for e in died_of(caught, events, tagged)}
+    caught = [e for e in caught if id(e) not in died]
     warned = [
         e
         for e in events
