@@ -408,3 +408,13 @@ def test_an_all_gather_witness_received_from_its_left_neighbour() -> None:
     assert str(v.category) == "collective_mismatch"
     assert v.culprit.ranks[:2] == [1, 2]
     assert any("show an all-gather" in r for r in v.reasons)
+
+
+def test_a_witness_whose_collective_no_traceback_names_costs_confidence() -> None:
+    """The receiver's abort alone leaves two ring neighbours: the verdict names the all-reduce's
+    and says which rank an all-gather's sender would be, at a lower confidence."""
+    unknown, known = _v("size_mismatch_r1"), _v("f_fsdp_mismatch_r1_w0")
+    assert unknown.culprit.ranks[:2] == [1, 0]
+    assert any("were it an all-gather, rank 3 sent the buffer" in r for r in unknown.reasons)
+    assert not any("were it an all-gather" in r for r in known.reasons)
+    assert unknown.confidence < known.confidence

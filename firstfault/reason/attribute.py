@@ -41,6 +41,7 @@ from firstfault.reason.nccl_coll import coll_mismatch
 from firstfault.reason.network import localize_network
 from firstfault.reason.refine import (
     ASSUMED_STARTUP_PENALTY,
+    UNKNOWN_RING_PENALTY,
     apply_aer_device,
     apply_before_training,
     apply_coll_mismatch,
@@ -97,14 +98,21 @@ def attribute(
         apply_shared_exception(hyp)
     apply_lone_setup_rank(hyp, corr, inp, early)
     apply_fr_mismatch(hyp, win, inp)
+    other_sender = None
     if not fr_dumped_culprits(inp.fr):
-        apply_witness(hyp, corr, world)
+        other_sender = apply_witness(hyp, corr, world)
         apply_group_mismatch(hyp, corr)
         apply_coll_mismatch(hyp, inp)
     conf, why = confidence(win, rest, inp, hyp.culprit.ranks[0] if hyp.culprit.ranks else None)
     if assumed_startup:
         conf = round(max(0.05, conf - ASSUMED_STARTUP_PENALTY), 3)
         why.append(f"-{ASSUMED_STARTUP_PENALTY:.2f}: the set-up reading rests on no line showing training")
+    if other_sender is not None:
+        conf = round(max(0.05, conf - UNKNOWN_RING_PENALTY), 3)
+        why.append(
+            f"-{UNKNOWN_RING_PENALTY:.2f}: no traceback names the collective; were it an all-gather, "
+            f"rank {other_sender} sent the buffer"
+        )
     hyp.score = conf
     seconds = _second_roots(win, rest, hyp.category)
     alternatives = _alternatives(rest, seconds, corr, inp, conf)

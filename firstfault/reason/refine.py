@@ -65,6 +65,8 @@ def common_applies(win: Candidate, common: CommonFailure) -> bool:
 # What a category read from the absence of training lines costs in confidence: the reading rests on
 # what the log does not show (a paste may simply start after the steps), not on a recorded start.
 ASSUMED_STARTUP_PENALTY = 0.15
+# a witness whose collective no traceback shows: the sender is one of its two ring neighbours
+UNKNOWN_RING_PENALTY = 0.15
 
 
 def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -> tuple[bool, bool]:
@@ -406,11 +408,15 @@ def _went_on(v: RankView) -> bool:
     return bool(v.unrecognised) or any(e.role != Role.TEARDOWN and not is_exit_record(e) for e in v.events)
 
 
-def apply_witness(hyp: Hypothesis, corr: Correlation, world: int | None) -> None:
-    """A receiver that aborted on a buffer too large for it is a witness; the sender is the culprit."""
+def apply_witness(hyp: Hypothesis, corr: Correlation, world: int | None) -> int | None:
+    """A receiver that aborted on a buffer too large for it is a witness; the sender is the culprit.
+
+    Returns the rank that would have sent it in the other ring direction when no traceback says
+    which collective it was (an all-gather's left neighbour, where the all-reduce's right one is
+    named), so that the confidence can say the reading rests on a guess; None otherwise."""
     root = hyp.root_event
     if root is None or root.fields.get("witness") != RING_RECV or root.rank is None or not world or world < 2:
-        return
+        return None
     collective = ring_collective(e for v in corr.ranks.values() for e in v.events)
     sender = ring_sender(root.rank, world, collective)
     hyp.culprit.ranks = [sender] + [r for r in hyp.culprit.ranks if r != sender]
@@ -436,6 +442,8 @@ def apply_witness(hyp: Hypothesis, corr: Correlation, world: int | None) -> None
         f"rank {root.rank} is a witness: gloo aborts the rank that receives the odd buffer; {how}: "
         f"rank {sender} sent it"
     )
+    other_sender = ring_sender(root.rank, world, "all_gather")
+    return other_sender if collective is None and other_sender != sender else None
 
 
 def apply_group_mismatch(hyp: Hypothesis, corr: Correlation) -> None:
