@@ -43,6 +43,7 @@ from firstfault.reason.launched import never_launched
 from firstfault.reason.stops import stopped_how, survivors_stopped
 from firstfault.reason.straggler import find_slowdown
 from firstfault.vocab import CandidateKind, Category, Event, FRKind, Layer, RankProgress, Role, Severity
+from firstfault.vocab.text import rank_list
 from firstfault.vocab.timefmt import iso
 from firstfault.vocab.topology import Topology
 
@@ -506,10 +507,6 @@ def _rank0_alone(world: int | None) -> Candidate:
         + ": their own output would show whether they finished, took another branch or hung elsewhere",
     ]
     return Candidate(CandidateKind.SILENT, None, 0, None, None, Category.COLLECTIVE_MISMATCH, reasons)
-
-
-def rank_list(ranks: Sequence[int]) -> str:
-    return ", ".join(map(str, ranks[:8])) + (f", ... ({len(ranks)} ranks)" if len(ranks) > 8 else "")
 
 
 def where_stopped(events: Sequence[Event]) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from firstfault.reason.correlate import Candidate
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.vocab import CandidateKind, Category
+from firstfault.vocab.text import rank_list
 
 LAUNCH_RECORD = "torchelastic.failure_record"
 
@@ -35,9 +36,8 @@ def never_launched(pool: list[int], awaited: dict[int, int], ev: ReasoningInput)
     beyond = set(pool)
     if any(e.rank in beyond for e in ev.events) or any(p.rank in beyond for p in ev.progress):
         return None
-    waited = ", ".join(map(str, sorted(pool)[:8]))
     reasons = [
-        f"the ranks waited for rank(s) {waited}, which the launcher never started: its summary "
+        f"the ranks waited for rank(s) {rank_list(sorted(pool))}, which the launcher never started: its summary "
         f"lists ranks 0 to {len(launched) - 1} only, and no line anywhere shows a rank {min(pool)}",
         f"the world size the program asked for (at least {max(pool) + 1}) is larger than the {len(launched)} "
         "processes launched: a world_size passed to init_process_group, or a WORLD_SIZE set in the program or "

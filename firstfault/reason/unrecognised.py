@@ -19,6 +19,7 @@ from typing import Any
 from firstfault.align import sort_key
 from firstfault.reason.correlate import Candidate
 from firstfault.vocab import CandidateKind, Category, Event, settings
+from firstfault.vocab.text import rank_list
 
 MAX_LINES_MINED = 20_000  # a bundle with more unrecognised lines is mined on its first ones
 
@@ -107,7 +108,7 @@ def unrecognised_candidates(events: Sequence[Event], limit: int = 5) -> list[Can
             where = f"rank {e.rank}" if e.rank is not None else (e.host or e.source)
             spread = f"only on {where}"
         else:
-            spread = f"on {len(t.places)} places" + (f" (ranks {_ranks_text(ranks)})" if ranks else "")
+            spread = f"on {len(t.places)} places" + (f" (ranks {rank_list(ranks)})" if ranks else "")
         reasons = [
             f"no signature recognises this error line; its template '{t.text[:200]}' occurs {spread}",
             *(f"evidence: {x.source}:{x.line}: {x.text.strip()[:200]}" for x in t.events[:3]),
@@ -116,7 +117,3 @@ def unrecognised_candidates(events: Sequence[Event], limit: int = 5) -> list[Can
         host = e.host if (t.single_place or len({x.host for x in t.events}) == 1) else None
         out.append(Candidate(CandidateKind.UNRECOGNISED, e, rank, host, e.ts, Category.UNKNOWN, reasons))
     return out
-
-
-def _ranks_text(ranks: list[int]) -> str:
-    return ", ".join(map(str, ranks[:8])) + (f", ... ({len(ranks)} ranks)" if len(ranks) > 8 else "")

@@ -7,6 +7,7 @@ mid-word reads as a different line; the vocabulary is what both layers may impor
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 # A terminal's colour and cursor codes ("\x1b[36m(RayTrainWorker pid=N)\x1b[0m ..."): Ray's log
 # monitor, DeepSpeed's "[WARNING]" and NeMo's level tags print them even into a file, and a prefix
@@ -17,6 +18,11 @@ _ANSI_CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 def no_ansi(text: str) -> str:
     """``text`` without terminal escape codes (unchanged, and no regex run, when it has none)."""
     return _ANSI_CSI.sub("", text) if "\x1b" in text else text
+
+
+def rank_list(ranks: Sequence[int]) -> str:
+    """Ranks for a reason's text: the first eight, and how many in all beyond that."""
+    return ", ".join(map(str, ranks[:8])) + (f", ... ({len(ranks)} ranks)" if len(ranks) > 8 else "")
 
 
 def clip(text: str, limit: int) -> str:
