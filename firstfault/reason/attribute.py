@@ -21,7 +21,6 @@ from firstfault.reason.candidates import (
     named_cause_candidates,
     orphan_cascade_candidates,
     quoted_cause_candidates,
-    rank_list,
     rankless_exit_candidates,
     scheduler_end_candidates,
     silent_candidates,
@@ -72,7 +71,13 @@ from firstfault.vocab import (
     TsQuality,
     Verdict,
 )
-from firstfault.vocab.text import clip
+from firstfault.vocab.text import clip, rank_list
+
+
+def _less(conf: float, why: list[str], penalty: float, because: str) -> float:
+    """``conf`` lowered by a reading's stated doubt, the reason written beside the other factors."""
+    why.append(f"-{penalty:.2f}: {because}")
+    return round(max(0.05, conf - penalty), 3)
 
 
 def attribute(
@@ -105,13 +110,13 @@ def attribute(
         apply_coll_mismatch(hyp, inp)
     conf, why = confidence(win, rest, inp, hyp.culprit.ranks[0] if hyp.culprit.ranks else None)
     if assumed_startup:
-        conf = round(max(0.05, conf - ASSUMED_STARTUP_PENALTY), 3)
-        why.append(f"-{ASSUMED_STARTUP_PENALTY:.2f}: the set-up reading rests on no line showing training")
+        conf = _less(conf, why, ASSUMED_STARTUP_PENALTY, "the set-up reading rests on no line showing training")
     if other_sender is not None:
-        conf = round(max(0.05, conf - UNKNOWN_RING_PENALTY), 3)
-        why.append(
-            f"-{UNKNOWN_RING_PENALTY:.2f}: no traceback names the collective; were it an all-gather, "
-            f"rank {other_sender} sent the buffer"
+        conf = _less(
+            conf,
+            why,
+            UNKNOWN_RING_PENALTY,
+            f"no traceback names the collective; were it an all-gather, rank {other_sender} sent the buffer",
         )
     hyp.score = conf
     seconds = _second_roots(win, rest, hyp.category)

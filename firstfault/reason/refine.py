@@ -425,13 +425,13 @@ def apply_witness(hyp: Hypothesis, corr: Correlation, world: int | None) -> int 
         f"collective mismatch on rank {sender}: rank {root.rank} received a larger buffer than it posted "
         f"({root.fields.get('got', '?')} vs {root.fields.get('expected', '?')} bytes) from rank {sender}"
     )
+    other = ring_sender(root.rank, world, "all_gather")  # the all-gather's sender, were the collective unknown
     if collective == "all_gather":
         how = (
             f"the peers' tracebacks show an all-gather, and in gloo's ring all-gather rank r receives from "
             f"rank (r - 1) % {world} (gloo/allgather.cc: recvRank)"
         )
     else:
-        other = (root.rank - 1) % world
         how = f"in gloo's ring all-reduce rank r receives from rank (r + 1) % {world} (gloo/allreduce.cc ring(): " + (
             "recvRank), the collective the peers' tracebacks show"
             if collective
@@ -442,8 +442,7 @@ def apply_witness(hyp: Hypothesis, corr: Correlation, world: int | None) -> int 
         f"rank {root.rank} is a witness: gloo aborts the rank that receives the odd buffer; {how}: "
         f"rank {sender} sent it"
     )
-    other_sender = ring_sender(root.rank, world, "all_gather")
-    return other_sender if collective is None and other_sender != sender else None
+    return other if collective is None and other != sender else None
 
 
 def apply_group_mismatch(hyp: Hypothesis, corr: Correlation) -> None:
