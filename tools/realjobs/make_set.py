@@ -1,6 +1,6 @@
 """Build firstfault's development set of real torchrun jobs from ``train.py`` (not the simulator).
 
-    python tools/realjobs/make_set.py OUT [--set 1..6] [--only CASE ...] [--jobs 2]
+    python tools/realjobs/make_set.py OUT [--set 1..7] [--only CASE ...] [--jobs 2]
 
 Each case is one real ``torchrun`` job (4 ranks, gloo on CPU) with a fault of ``train.py``;
 the bundle is what the job left (``console.log``: torchrun's console as a terminal shows it;
@@ -187,6 +187,68 @@ CASES_6_DEV: list[tuple[str, str, int, int, str, list[int], str, dict[str, objec
     ("f_fsdp_mismatch_r1_w0", "model_mismatch", 1, 0, "configuration", [1], "stop", {"wrap": "fsdp", "workers": 0}),
 ]
 
+# A seventh set, written after set 6's rules and scored once before any rule of its own: a
+# monitored barrier that names the rank it waited for, checkpoints torch.load's weights_only
+# default refuses, autograd's anomaly mode catching a NaN, a hang the user stopped with Ctrl-C,
+# an object broadcast that cannot be pickled, and a metric all-reduced on one rank only.
+CASES_7: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("g_mbarrier_r2", "monitored_barrier", 2, 5, "hang", [2], "restart", {}),
+    ("g_mbarrier_all_r1_3r", "monitored_barrier_all", 1, 4, "hang", [1], "restart", {"nproc": 3, "style": "print"}),
+    ("g_weights_only_args", "none", 0, 0, "configuration", [], "stop", {"resume": "namespace"}),
+    (
+        "g_weights_only_numpy_6r",
+        "none",
+        0,
+        0,
+        "configuration",
+        [],
+        "stop",
+        {"resume": "numpy", "nproc": 6, "style": "rankfmt"},
+    ),
+    ("g_anomaly_nan_r1", "anomaly_nan", 1, 5, "numerical", [1], "stop", {}),
+    ("g_anomaly_nan_r3_print", "anomaly_nan", 3, 4, "numerical", [3], "stop", {"style": "print"}),
+    ("g_ctrlc_hang_r2", "hang", 2, 5, "hang", [2], "restart", {"timeout": 120.0, "interrupt_after": 25.0}),
+    (
+        "g_ctrlc_hang_r0_3r",
+        "hang",
+        0,
+        4,
+        "hang",
+        [0],
+        "restart",
+        {"nproc": 3, "style": "rankfmt", "timeout": 120.0, "interrupt_after": 25.0, "workers": 0},
+    ),
+    ("g_pickle_bcast_r0", "pickle_broadcast", 0, 0, "application_error", [0], "stop", {}),
+    ("g_extra_allreduce_r2", "extra_allreduce", 2, 5, "collective_mismatch", [2], "stop", {}),
+    (
+        "g_extra_allreduce_r0_detail",
+        "extra_allreduce",
+        0,
+        4,
+        "collective_mismatch",
+        [0],
+        "stop",
+        {"style": "print", "env": {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}},
+    ),
+    ("g_healthy_anomaly", "anomaly_ok", 0, 0, "none", [], "none", {}),
+]
+
+# What a resumed run loads (``extra["resume"]``): the same recipe with another hidden size, or the
+# right model saved beside the run's arguments or its numpy RNG state (both refused by weights_only).
+RESUME = {
+    True: "torch.save(nn.Sequential(nn.Linear(64, 384), nn.ReLU(), nn.Linear(384, 10)).state_dict(), sys.argv[1])",
+    "namespace": (
+        "import argparse; torch.manual_seed(0); "
+        "m = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10)); "
+        "torch.save({'model': m.state_dict(), 'args': argparse.Namespace(lr=0.05, steps=20)}, sys.argv[1])"
+    ),
+    "numpy": (
+        "import numpy as np; "
+        "m = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10)); "
+        "torch.save({'model': m.state_dict(), 'rng': np.random.get_state()}, sys.argv[1])"
+    ),
+}
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -237,7 +299,12 @@ def truth_record(case: tuple, nproc: int, rc: int, took_s: float, argv: list[str
 
 
 def run_job(
-    argv: list[str], env: dict[str, str], console: Path, timeout: float = 240, preempt_after: float | None = None
+    argv: list[str],
+    env: dict[str, str],
+    console: Path,
+    timeout: float = 240,
+    preempt_after: float | None = None,
+    interrupt_after: float | None = None,
 ) -> int:
     """Run one job in a session of its own, its output to ``console``; past ``timeout`` the session is
     sent SIGTERM (as a scheduler would), then SIGKILL. Returns the exit status.
@@ -247,7 +314,10 @@ def run_job(
     handles it) would otherwise wake an hour later and append to a bundle already scored.
 
     ``preempt_after``: the launcher alone is sent SIGTERM after that many seconds, as a scheduler
-    preempting the job (or ``scancel``) signals the job step's processes."""
+    preempting the job (or ``scancel``) signals the job step's processes.
+
+    ``interrupt_after``: the whole session is sent SIGINT after that many seconds, as a terminal
+    does to its foreground process group when the user, tired of waiting, presses Ctrl-C."""
     with open(console, "wb") as con:
         p = subprocess.Popen(argv, stdout=con, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
@@ -256,6 +326,11 @@ def run_job(
                     p.wait(timeout=preempt_after)
                 if p.poll() is None:
                     p.send_signal(signal.SIGTERM)
+            if interrupt_after is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(timeout=interrupt_after)
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGINT)
             rc = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGTERM)
@@ -295,12 +370,9 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
         ckdir = Path("/tmp/ff-realjobs-ckpt") / name
         shutil.rmtree(ckdir, ignore_errors=True)
         argv += ["--ckpt", str(ckdir)]
-    if extra.get("resume"):  # a checkpoint of the same recipe with another hidden size
+    if extra.get("resume"):  # a checkpoint to resume from (see RESUME)
         ckpt = d / "resume.pt"
-        make = (
-            "import sys, torch, torch.nn as nn; "
-            "torch.save(nn.Sequential(nn.Linear(64, 384), nn.ReLU(), nn.Linear(384, 10)).state_dict(), sys.argv[1])"
-        )
+        make = "import sys, torch, torch.nn as nn; " + RESUME[extra["resume"]]  # type: ignore[index]
         subprocess.run([sys.executable, "-c", make, str(ckpt)], check=True)
         argv += ["--resume", str(ckpt)]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
@@ -311,8 +383,14 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
         busy.bind(("127.0.0.1", int(argv[argv.index("--master-port") + 1])))
         busy.listen()
     t0 = time.time()
-    preempt = extra.get("preempt_after")
-    rc = run_job(argv, env, d / "console.log", preempt_after=float(preempt) if preempt is not None else None)  # type: ignore[arg-type]
+    preempt, interrupt = extra.get("preempt_after"), extra.get("interrupt_after")
+    rc = run_job(
+        argv,
+        env,
+        d / "console.log",
+        preempt_after=float(preempt) if preempt is not None else None,  # type: ignore[arg-type]
+        interrupt_after=float(interrupt) if interrupt is not None else None,  # type: ignore[arg-type]
+    )
     if busy is not None:
         busy.close()
     truth = truth_record(case, nproc, rc, time.time() - t0, argv)
@@ -331,11 +409,11 @@ def main() -> None:
         "--set",
         type=int,
         default=1,
-        choices=(1, 2, 3, 4, 5, 6, 60),
-        help="1 to 6 (2 and 4 held out); 60: set 6's development case",
+        choices=(1, 2, 3, 4, 5, 6, 7, 60),
+        help="1 to 7 (2 and 4 held out); 60: set 6's development case",
     )
     a = ap.parse_args()
-    chosen = {1: CASES, 2: CASES_2, 3: CASES_3, 4: CASES_4, 5: CASES_5, 6: CASES_6, 60: CASES_6_DEV}[a.set]
+    chosen = {1: CASES, 2: CASES_2, 3: CASES_3, 4: CASES_4, 5: CASES_5, 6: CASES_6, 7: CASES_7, 60: CASES_6_DEV}[a.set]
     cases = [c for c in chosen if not a.only or c[0] in a.only]
     with ThreadPoolExecutor(a.jobs) as ex:
         # every other case of the set keeps torchrun's per-rank tree, by its place in the whole set

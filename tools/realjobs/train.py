@@ -66,6 +66,12 @@ FAULTS = (
     "dcp_blocked",
     "sigkill_once",
     "exception_once",
+    "monitored_barrier",
+    "monitored_barrier_all",
+    "anomaly_nan",
+    "anomaly_ok",
+    "pickle_broadcast",
+    "extra_allreduce",
 )
 
 
@@ -178,6 +184,9 @@ def main() -> None:
         dist.init_process_group(backend, rank=rank, world_size=2 * world, timeout=timedelta(seconds=a.timeout))
     else:
         dist.init_process_group(backend, timeout=timedelta(seconds=a.timeout))
+    if a.fault == "pickle_broadcast":  # the rank that read the config shares it with its peers
+        cfg = [{"lr": 0.05, "warmup": lambda s: min(1.0, s / 100)}] if hit else [None]
+        dist.broadcast_object_list(cfg, src=a.rank)
     if a.fault == "divisible":
         pp = 3
         if world % pp != 0:
@@ -231,11 +240,14 @@ def main() -> None:
                 return self.body(x)  # type: ignore[no-any-return]
 
         net = WithAuxHead(net)  # type: ignore[assignment]
-    if a.resume is not None:
-        net.load_state_dict(torch.load(a.resume))
+    if a.resume is not None:  # torch.load's default is weights_only=True since torch 2.6
+        state = torch.load(a.resume)
+        net.load_state_dict(state.get("model", state))
     # DDP under TORCH_DISTRIBUTED_DEBUG=DETAIL crashes torch 2.13's CPU build at start-up (SIGSEGV on
     # every rank, kept as its own case); the mismatch case all-reduces gradients by hand instead
-    model = shard(net, a.mesh, world) if a.wrap == "fsdp" else net if a.fault == "detail_mismatch" else DDP(net)
+    detail = os.environ.get("TORCH_DISTRIBUTED_DEBUG") == "DETAIL"
+    by_hand = a.fault == "detail_mismatch" or (a.fault == "extra_allreduce" and detail)
+    model = shard(net, a.mesh, world) if a.wrap == "fsdp" else net if by_hand else DDP(net)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     lossf = nn.CrossEntropyLoss()
     if a.fault == "warnings":
@@ -243,12 +255,16 @@ def main() -> None:
             "torch.cuda.amp.GradScaler is deprecated; use torch.amp.GradScaler('cuda') instead", FutureWarning
         )
         log.warning("checkpoint directory %s exists and is not empty; files may be overwritten", a.ckpt)
+    if a.fault.startswith("anomaly"):  # debugging a NaN: autograd checks every backward function
+        torch.autograd.set_detect_anomaly(True)
 
     t_last = time.perf_counter()
     for step, (x, y) in enumerate(loader):
         if step >= a.steps:
             break
         if a.fault == "nan_one" and hit and step == a.step:
+            x = x * float("nan")
+        if a.fault == "anomaly_nan" and hit and step == a.step:
             x = x * float("nan")
         if a.fault == "nan_all" and step == a.step:
             x = x * float("inf")
@@ -260,7 +276,7 @@ def main() -> None:
             )
         opt.zero_grad()
         loss.backward()
-        if a.fault == "detail_mismatch":  # no DDP: the gradients are all-reduced by hand
+        if by_hand:  # no DDP: the gradients are all-reduced by hand
             for p in net.parameters():
                 dist.all_reduce(p.grad)
         opt.step()
@@ -273,6 +289,14 @@ def main() -> None:
             os.makedirs(a.ckpt, exist_ok=True)
             torch.save(model.state_dict(), os.path.join(a.ckpt, f"step{step}.pt"))
             dist.barrier()  # waits for peers that never enter this branch
+        if a.fault in ("monitored_barrier", "monitored_barrier_all") and step == a.step:
+            if hit:
+                time.sleep(3600)  # stuck in its evaluation pass
+            every = a.fault == "monitored_barrier_all"
+            dist.monitored_barrier(timeout=timedelta(seconds=10), wait_all_ranks=every)
+        if a.fault == "extra_allreduce" and hit and step == a.step:
+            metric = torch.tensor([loss.item()])  # a metric reduced on the logging rank only
+            dist.all_reduce(metric)
         if a.fault == "size_mismatch" and step == a.step:
             metrics = torch.zeros(3000 if hit else 2000)  # a gradient bucket of another size
             dist.all_reduce(metrics)
