@@ -56,7 +56,7 @@ from firstfault.reason.refine import (
     world_size,
 )
 from firstfault.reason.registration import unregistered
-from firstfault.reason.stalls import stalled_before_limit, stalled_first
+from firstfault.reason.stalls import stalled_before_limit, stalled_first, waited_at_stop
 from firstfault.reason.unrecognised import unrecognised_candidates
 from firstfault.reason.went_on import WENT_ON
 from firstfault.vocab import (
@@ -206,7 +206,7 @@ def _winner(cands: list[Candidate], corr: Correlation, inp: ReasoningInput) -> t
     """The first candidate, unless it is a time limit that ended a stall, or one copy of a failure
     every rank shared."""
     win, rest = cands[0], cands[1:]
-    stalled = stalled_before_limit(win, corr, inp)
+    stalled = stalled_before_limit(win, corr, inp) or waited_at_stop(win, corr, inp)
     if stalled is not None:
         win, rest = stalled, [win, *rest]
     world = world_size(corr, inp)

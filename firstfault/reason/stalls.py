@@ -10,13 +10,15 @@ that end is the stall's consequence, not the fault.
 
 from __future__ import annotations
 
+import contextlib
+import signal
 from collections.abc import Sequence
 from statistics import median
 
 from firstfault.reason.candidates import where_stopped
-from firstfault.reason.correlate import Candidate, Correlation
+from firstfault.reason.correlate import Candidate, Correlation, earlier
 from firstfault.reason.inputs import ReasoningInput
-from firstfault.vocab import CandidateKind, Category, Event, RankProgress, settings
+from firstfault.vocab import CandidateKind, Category, Event, RankProgress, Role, settings
 from firstfault.vocab.timefmt import iso
 
 
@@ -85,6 +87,64 @@ def stalled_before_limit(win: Candidate, corr: Correlation, ev: ReasoningInput) 
     if e is None or ended is None or win.ts is None:
         return None
     return _stalled_until(e, win.ts, corr, ev, ended)
+
+
+def stop_came_first(corr: Correlation) -> Event | None:
+    """A stop from outside (signature field ``reason``: a time limit, a cancel, a signal to the
+    launcher) that came before every error of the job's own, or None.
+
+    Everything the ranks print after such a stop is its fallout: a rank that a Ctrl-C interrupted
+    leaves, and its peers' connections to it close. Their errors say where the job was when it was
+    stopped, not that something in it broke first."""
+    ends = [e for e in corr.errors if e.fields.get("reason") in OUTSIDE_ENDS and e.ts is not None]
+    if not ends:
+        return None
+    stop = min(ends, key=lambda e: (e.ts or 0.0, e.line))
+    outside = {id(e) for e in ends}
+    own = [e for e in corr.errors if e.role in (Role.ROOT, Role.CASCADE) and id(e) not in outside]
+    return stop if own and all(earlier(stop, e) for e in own) else None
+
+
+def _signal_named(stop: Event) -> str:
+    """ " (SIGINT)" when the stop's line names its signal by number or name, else ""."""
+    sig = stop.fields.get("signame", "").removeprefix("Signals.")
+    if sig.isdigit():
+        with contextlib.suppress(ValueError):
+            sig = signal.Signals(int(sig)).name
+    return f" ({sig})" if sig.startswith("SIG") else ""
+
+
+def waited_at_stop(win: Candidate, corr: Correlation, ev: ReasoningInput) -> Candidate | None:
+    """A rank its peers were waiting for when a stop from outside ended a job that had stopped
+    making progress: a hang the stop ended (a user's Ctrl-C, a preemption), not a crash.
+
+    The peers lost their connections to ``win``'s rank (or timed out on it) only after the stop:
+    its leaving is the stop's doing, not a fault of its own, and what is left is that they were
+    blocked on it. The stall is measured at the job's own pace, as :func:`stalled_first` measures
+    it (``Reasoning.stall_steps`` step intervals and 5 s), since the peers' wait says who held the
+    job up; with no such rank, :func:`stalled_before_limit`'s longer silence is needed."""
+    if win.kind != CandidateKind.SILENT or win.rank is None or win.event is not None:
+        return None
+    stop = stop_came_first(corr)
+    if stop is None or stop.ts is None:
+        return None
+    prog = [p for p in ev.progress if p.last_step_ts is not None and p.last_step is not None]
+    intervals = [p.step_interval_s for p in prog if p.step_interval_s]
+    if not prog or not intervals:
+        return None
+    last = max(p.last_step_ts for p in prog if p.last_step_ts is not None)
+    step_s = median(intervals)
+    quiet = stop.ts - last
+    if quiet < settings.current().reasoning.stall_steps * step_s + 5.0:
+        return None
+    ended = OUTSIDE_ENDS[stop.fields["reason"]] + _signal_named(stop)
+    reasons = [
+        f"no rank made progress for {quiet:.0f} s (about {quiet / step_s:.0f} step intervals of "
+        f"{step_s * 1000:.0f} ms) before {ended} ({stop.source}:{stop.line}); every error the ranks printed "
+        "came after it: the job hung, and the stop only ended it",
+        *win.reasons,
+    ]
+    return Candidate(CandidateKind.STALLED, None, win.rank, None, last, Category.HANG, reasons)
 
 
 def _stalled_until(end: Event, end_ts: float, corr: Correlation, ev: ReasoningInput, ended: str) -> Candidate | None:
