@@ -185,13 +185,20 @@ _API_MISMATCH = re.compile(
 _LOOKUP_ERRORS = frozenset({"KeyError", "IndexError"})
 
 
+CODE_DEFECT = "code_defect"  # a signature field: its error is a mistake in the caller's code
+
+
 def code_defect(root: Event | None) -> bool:
     """Is ``root`` a programming error (see ``PROGRAMMING_ERRORS``), not a call between versions?
 
     A mistake in code fails the same way before the first step as after it, so its being early
     says nothing of the set-up: it keeps its own reading (``application_error``, or the library's
     ``software_bug`` by :func:`apply_raise_site`). An API mismatch (an unexpected keyword argument,
-    a module without the attribute) is versions disagreeing, and stays the set-up's."""
+    a module without the attribute) is versions disagreeing, and stays the set-up's. A signature
+    whose error is always a mistake in the caller's code (an object pickle refuses) says so with
+    ``sets = { code_defect = "1" }``."""
+    if root is not None and root.fields.get(CODE_DEFECT) == "1":
+        return True
     if root is None or root.signature != GENERIC_EXCEPTION:
         return False
     exc = exception_name(root)
