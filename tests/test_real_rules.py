@@ -418,3 +418,19 @@ def test_a_witness_whose_collective_no_traceback_names_costs_confidence() -> Non
     assert any("were it an all-gather, rank 3 sent the buffer" in r for r in unknown.reasons)
     assert not any("were it an all-gather" in r for r in known.reasons)
     assert unknown.confidence < known.confidence
+
+
+@pytest.mark.parametrize(("case", "rank"), [("g_ctrlc_hang_r2", 2), ("g_ctrlc_hang_r0_3r", 0)])
+def test_a_hang_ended_by_ctrl_c_is_a_hang_on_the_rank_its_peers_waited_for(case: str, rank: int) -> None:
+    """The user pressed Ctrl-C on a job that had stopped making steps: the stuck rank leaves on
+    KeyboardInterrupt (no error line), and only then do its peers' connections close. Everything
+    followed the stop, so the stop explains the departures; the stall before it is the fault."""
+    v = _v(case)
+    assert str(v.category) == "hang" and v.culprit.ranks[:1] == [rank]
+    assert any("before a stop from outside (SIGINT)" in r for r in v.reasons)
+
+
+def test_an_object_pickle_refuses_is_the_callers_mistake() -> None:
+    v = _v("g_pickle_bcast_r0")
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [0]
+    assert v.root_event is not None and v.root_event.signature == "python.unpicklable_object"
