@@ -1,6 +1,6 @@
 """Build firstfault's development set of real torchrun jobs from ``train.py`` (not the simulator).
 
-    python tools/realjobs/make_set.py OUT [--set 1..7] [--only CASE ...] [--jobs 2]
+    python tools/realjobs/make_set.py OUT [--set 1..8] [--only CASE ...] [--jobs 2]
 
 Each case is one real ``torchrun`` job (4 ranks, gloo on CPU) with a fault of ``train.py``;
 the bundle is what the job left (``console.log``: torchrun's console as a terminal shows it;
@@ -233,6 +233,23 @@ CASES_7: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("g_healthy_anomaly", "anomaly_ok", 0, 0, "none", [], "none", {}),
 ]
 
+# An eighth set, written after set 7's rules and scored once before any rule of its own: rank 0's
+# checkpoint folder it may not create, one read slower than the process-group timeout, rank 0's
+# evaluation on an empty split, a batch with every label masked out, and consoles where rank 0
+# alone draws a tqdm progress bar (no step lines of any rank).
+CASES_8: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("h_perm_ckpt_r0", "perm_ckpt", 0, 5, "configuration", [0], "stop", {"ckpt": "/sys/ff-realjobs-ckpt"}),
+    ("h_slow_once_r2", "slow_once", 2, 5, "hang", [2], "restart", {}),
+    ("h_slow_once_r1_3r", "slow_once", 1, 4, "hang", [1], "restart", {"nproc": 3, "style": "print"}),
+    ("h_eval_exc_r0", "eval_exc", 0, 6, "application_error", [0], "stop", {"style": "rankfmt"}),
+    ("h_no_grad_r1", "no_grad", 1, 5, "application_error", [1], "stop", {}),
+    ("h_no_grad_r2_6r", "no_grad", 2, 4, "application_error", [2], "stop", {"nproc": 6, "style": "rankfmt"}),
+    ("h_tqdm_healthy", "none", 0, 0, "none", [], "none", {"style": "tqdm"}),
+    ("h_tqdm_exception_r3", "exception", 3, 6, "application_error", [3], "stop", {"style": "tqdm"}),
+    ("h_tqdm_hang_r2", "hang", 2, 5, "hang", [2], "restart", {"style": "tqdm"}),
+    ("h_tqdm_sigkill_r1", "sigkill", 1, 5, "host_oom", [1], "stop", {"style": "tqdm"}),
+]
+
 # What a resumed run loads (``extra["resume"]``): the same recipe with another hidden size, or the
 # right model saved beside the run's arguments or its numpy RNG state (both refused by weights_only).
 RESUME = {
@@ -370,6 +387,8 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
         ckdir = Path("/tmp/ff-realjobs-ckpt") / name
         shutil.rmtree(ckdir, ignore_errors=True)
         argv += ["--ckpt", str(ckdir)]
+    if "ckpt" in extra:  # a checkpoint folder of the case's own choosing
+        argv += ["--ckpt", str(extra["ckpt"])]
     if extra.get("resume"):  # a checkpoint to resume from (see RESUME)
         ckpt = d / "resume.pt"
         make = "import sys, torch, torch.nn as nn; " + RESUME[extra["resume"]]  # type: ignore[index]
@@ -409,11 +428,12 @@ def main() -> None:
         "--set",
         type=int,
         default=1,
-        choices=(1, 2, 3, 4, 5, 6, 7, 60),
-        help="1 to 7 (2 and 4 held out); 60: set 6's development case",
+        choices=(1, 2, 3, 4, 5, 6, 7, 8, 60),
+        help="1 to 8 (2 and 4 held out); 60: set 6's development case",
     )
     a = ap.parse_args()
-    chosen = {1: CASES, 2: CASES_2, 3: CASES_3, 4: CASES_4, 5: CASES_5, 6: CASES_6, 7: CASES_7, 60: CASES_6_DEV}[a.set]
+    sets = {1: CASES, 2: CASES_2, 3: CASES_3, 4: CASES_4, 5: CASES_5, 6: CASES_6, 7: CASES_7, 8: CASES_8}
+    chosen = {**sets, 60: CASES_6_DEV}[a.set]
     cases = [c for c in chosen if not a.only or c[0] in a.only]
     with ThreadPoolExecutor(a.jobs) as ex:
         # every other case of the set keeps torchrun's per-rank tree, by its place in the whole set

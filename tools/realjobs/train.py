@@ -72,6 +72,10 @@ FAULTS = (
     "anomaly_ok",
     "pickle_broadcast",
     "extra_allreduce",
+    "perm_ckpt",
+    "slow_once",
+    "eval_exc",
+    "no_grad",
 )
 
 
@@ -82,7 +86,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--step", type=int, default=5, help="the step it hits at")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--timeout", type=float, default=15.0, help="process-group timeout, seconds")
-    p.add_argument("--style", choices=("logging", "print", "rankfmt"), default="logging")
+    p.add_argument("--style", choices=("logging", "print", "rankfmt", "tqdm"), default="logging")
     p.add_argument("--data", default="/tmp/ff-realjobs-data")
     p.add_argument("--ckpt", default="/tmp/ff-realjobs-ckpt")
     p.add_argument("--workers", type=int, default=1)
@@ -258,10 +262,17 @@ def main() -> None:
     if a.fault.startswith("anomaly"):  # debugging a NaN: autograd checks every backward function
         torch.autograd.set_detect_anomaly(True)
 
+    bar = None
+    if a.style == "tqdm":  # rank 0 alone draws a progress bar, as most trainers' consoles show it
+        from tqdm import tqdm
+
+        bar = tqdm(total=a.steps, desc="train", disable=rank != 0)
     t_last = time.perf_counter()
     for step, (x, y) in enumerate(loader):
         if step >= a.steps:
             break
+        if a.fault == "slow_once" and hit and step == a.step:
+            time.sleep(a.timeout + 10)  # one read from a slow filesystem, longer than the PG timeout
         if a.fault == "nan_one" and hit and step == a.step:
             x = x * float("nan")
         if a.fault == "anomaly_nan" and hit and step == a.step:
@@ -270,6 +281,10 @@ def main() -> None:
             x = x * float("inf")
         out = model(x)
         loss = lossf(out, y)
+        if a.fault == "no_grad" and hit and step == a.step:
+            y = torch.full_like(y, -100)  # a batch whose every label is masked out
+        if (y == -100).all():  # nothing to learn from in this batch
+            loss = torch.zeros(())
         if a.fault in ("nan_one", "nan_all") and not torch.isfinite(loss):
             raise FloatingPointError(
                 f"loss is {loss.item()} at step {step}; stopping (check the data and the learning rate)"
@@ -297,6 +312,15 @@ def main() -> None:
         if a.fault == "extra_allreduce" and hit and step == a.step:
             metric = torch.tensor([loss.item()])  # a metric reduced on the logging rank only
             dist.all_reduce(metric)
+        if a.fault in ("perm_ckpt", "eval_exc") and rank == 0 and step == a.step:
+            if a.fault == "perm_ckpt":
+                log.info("saving checkpoint at step %d", step)
+                os.makedirs(a.ckpt, exist_ok=True)
+                torch.save(model.state_dict(), os.path.join(a.ckpt, f"step{step}.pt"))
+            else:  # rank 0 alone evaluates, on a held-out split that came out empty
+                held_out: list[tuple[torch.Tensor, torch.Tensor]] = []
+                correct = sum(int((model(ex).argmax(-1) == ey).sum()) for ex, ey in held_out)
+                log.info("eval accuracy %.3f", correct / len(held_out))
         if a.fault == "size_mismatch" and step == a.step:
             metrics = torch.zeros(3000 if hit else 2000)  # a gradient bucket of another size
             dist.all_reduce(metrics)
@@ -343,7 +367,10 @@ def main() -> None:
         now = time.perf_counter()
         ms = (now - t_last) * 1000
         t_last = now
-        if a.style == "print":
+        if bar is not None:
+            bar.set_postfix(loss=f"{loss.item():.4f}")
+            bar.update(1)
+        elif a.style == "print":
             print(f"iter {step + 1}/{a.steps} | loss {loss.item():.4f} | {ms:.1f} ms/it", flush=True)
         else:
             log.info("step %d/%d loss=%.4f step_time_ms=%.1f", step + 1, a.steps, loss.item(), ms)
