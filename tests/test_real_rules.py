@@ -434,3 +434,9 @@ def test_an_object_pickle_refuses_is_the_callers_mistake() -> None:
     v = _v("g_pickle_bcast_r0")
     assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [0]
     assert v.root_event is not None and v.root_event.signature == "python.unpicklable_object"
+
+
+def test_a_folder_the_job_may_not_create_is_the_set_ups_on_the_rank_that_writes() -> None:
+    v = _v("h_perm_ckpt_r0")
+    assert str(v.category) == "configuration" and v.culprit.ranks[:1] == [0]
+    assert v.root_event is not None and "Operation not permitted" in v.root_event.text
