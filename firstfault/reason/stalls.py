@@ -128,12 +128,9 @@ def waited_at_stop(win: Candidate, corr: Correlation, ev: ReasoningInput) -> Can
     stop = stop_came_first(corr)
     if stop is None or stop.ts is None:
         return None
-    prog = [p for p in ev.progress if p.last_step_ts is not None and p.last_step is not None]
-    intervals = [p.step_interval_s for p in prog if p.step_interval_s]
-    if not prog or not intervals:
+    _, last, step_s = _last_progress(ev)
+    if last is None or step_s is None:
         return None
-    last = max(p.last_step_ts for p in prog if p.last_step_ts is not None)
-    step_s = median(intervals)
     quiet = stop.ts - last
     if quiet < settings.current().reasoning.stall_steps * step_s + 5.0:
         return None
@@ -147,18 +144,24 @@ def waited_at_stop(win: Candidate, corr: Correlation, ev: ReasoningInput) -> Can
     return Candidate(CandidateKind.STALLED, None, win.rank, None, last, Category.HANG, reasons)
 
 
-def _stalled_until(end: Event, end_ts: float, corr: Correlation, ev: ReasoningInput, ended: str) -> Candidate | None:
-    """The stall before ``end`` (no rank's progress for long before it), as a hang candidate."""
+def _last_progress(ev: ReasoningInput) -> tuple[list[RankProgress], float | None, float | None]:
+    """The ranks with a step, the time of the last step any of them made, and the median step
+    interval (None where unknown)."""
     prog = [p for p in ev.progress if p.last_step_ts is not None and p.last_step is not None]
     if not prog:
-        return None
+        return prog, None, None
     last = max(p.last_step_ts for p in prog if p.last_step_ts is not None)
     intervals = [p.step_interval_s for p in prog if p.step_interval_s]
-    need = (
-        max(settings.current().reasoning.stall_before_limit_s, 10 * median(intervals))
-        if intervals
-        else settings.current().reasoning.stall_before_limit_s
-    )
+    return prog, last, median(intervals) if intervals else None
+
+
+def _stalled_until(end: Event, end_ts: float, corr: Correlation, ev: ReasoningInput, ended: str) -> Candidate | None:
+    """The stall before ``end`` (no rank's progress for long before it), as a hang candidate."""
+    prog, last, step_s = _last_progress(ev)
+    if last is None:
+        return None
+    floor = settings.current().reasoning.stall_before_limit_s
+    need = max(floor, 10 * step_s) if step_s is not None else floor
     if end_ts - last < need:
         return None
     steps = sorted({p.last_step for p in prog if p.last_step is not None})
