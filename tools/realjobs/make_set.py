@@ -1,6 +1,6 @@
 """Build firstfault's development set of real torchrun jobs from ``train.py`` (not the simulator).
 
-    python tools/realjobs/make_set.py OUT [--set 1..8] [--only CASE ...] [--jobs 2]
+    python tools/realjobs/make_set.py OUT [--set 1..9] [--only CASE ...] [--jobs 2]
 
 Each case is one real ``torchrun`` job (4 ranks, gloo on CPU) with a fault of ``train.py``;
 the bundle is what the job left (``console.log``: torchrun's console as a terminal shows it;
@@ -250,6 +250,21 @@ CASES_8: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("h_tqdm_sigkill_r1", "sigkill", 1, 5, "host_oom", [1], "stop", {"style": "tqdm"}),
 ]
 
+# A ninth set, written after set 8's rules and scored once before any rule of its own: errors a
+# trainer catches, logs with their traceback and goes on from (rank 0's metrics upload, every rank's
+# missing index file), in healthy runs and before a real fault; and one rank leaving cleanly
+# (exit status 0) on an early-stopping decision its peers never made.
+CASES_9: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("i_healthy_noise_upload", "none", 0, 0, "none", [], "none", {"noise": "upload"}),
+    ("i_healthy_noise_io_print", "none", 0, 0, "none", [], "none", {"noise": "io", "style": "print"}),
+    ("i_healthy_noise_io_3r", "none", 0, 0, "none", [], "none", {"noise": "io", "nproc": 3, "style": "rankfmt"}),
+    ("i_noise_then_sigkill_r2", "sigkill", 2, 8, "host_oom", [2], "stop", {"noise": "upload"}),
+    ("i_noise_then_exception_r1", "exception", 1, 8, "application_error", [1], "stop", {"noise": "io"}),
+    ("i_noise_then_hang_r3_print", "hang", 3, 8, "hang", [3], "restart", {"noise": "io", "style": "print"}),
+    ("i_exit0_r0", "exit0", 0, 6, "application_error", [0], "stop", {}),
+    ("i_exit0_r2_3r", "exit0", 2, 5, "application_error", [2], "stop", {"nproc": 3, "style": "print"}),
+]
+
 # What a resumed run loads (``extra["resume"]``): the same recipe with another hidden size, or the
 # right model saved beside the run's arguments or its numpy RNG state (both refused by weights_only).
 RESUME = {
@@ -295,6 +310,7 @@ def fault_args(fault: str, rank: int, step: int, extra: dict[str, object], d: Pa
         str(extra.get("wrap", "ddp")),
         *(["--mesh", str(extra["mesh"])] if "mesh" in extra else []),
         *(["--workers", str(extra["workers"])] if "workers" in extra else []),
+        *(["--noise", str(extra["noise"])] if "noise" in extra else []),
     ]
 
 
@@ -428,11 +444,11 @@ def main() -> None:
         "--set",
         type=int,
         default=1,
-        choices=(1, 2, 3, 4, 5, 6, 7, 8, 60),
-        help="1 to 8 (2 and 4 held out); 60: set 6's development case",
+        choices=(1, 2, 3, 4, 5, 6, 7, 8, 9, 60),
+        help="1 to 9 (2 and 4 held out); 60: set 6's development case",
     )
     a = ap.parse_args()
-    sets = {1: CASES, 2: CASES_2, 3: CASES_3, 4: CASES_4, 5: CASES_5, 6: CASES_6, 7: CASES_7, 8: CASES_8}
+    sets = {1: CASES, 2: CASES_2, 3: CASES_3, 4: CASES_4, 5: CASES_5, 6: CASES_6, 7: CASES_7, 8: CASES_8, 9: CASES_9}
     chosen = {**sets, 60: CASES_6_DEV}[a.set]
     cases = [c for c in chosen if not a.only or c[0] in a.only]
     with ThreadPoolExecutor(a.jobs) as ex:

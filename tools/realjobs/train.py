@@ -76,6 +76,7 @@ FAULTS = (
     "slow_once",
     "eval_exc",
     "no_grad",
+    "exit0",
 )
 
 
@@ -91,6 +92,12 @@ def parse() -> argparse.Namespace:
     p.add_argument("--ckpt", default="/tmp/ff-realjobs-ckpt")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--resume", default=None, help="a checkpoint to start from")
+    p.add_argument(
+        "--noise",
+        choices=("none", "upload", "io"),
+        default="none",
+        help="an error caught and gone on from at step 3: rank 0's metrics upload, or every rank's index read",
+    )
     p.add_argument("--wrap", choices=("ddp", "fsdp"), default="ddp", help="DDP, or FSDP2's fully_shard")
     p.add_argument("--mesh", default=None, help="FSDP's device mesh shape, '4' or '2,2' (default: the world)")
     return p.parse_args()
@@ -147,6 +154,23 @@ def shard(net: object, mesh_arg: str | None, world: int) -> object:
         if isinstance(m, nn.Linear):
             fully_shard(m, mesh=mesh)
     return fully_shard(net, mesh=mesh)  # type: ignore[arg-type]
+
+
+def caught_noise(a: argparse.Namespace, log: logging.Logger, step: int) -> None:
+    """An error the trainer handles and goes on from, traceback and all, as real trainers log them:
+    rank 0's metrics upload that got no answer, or a cached index every rank rebuilds."""
+    if a.noise == "upload":
+        try:
+            raise ConnectionError(f"metrics endpoint did not answer at step {step}")
+        except ConnectionError:
+            log.exception("could not upload metrics; will retry at the next step")
+        return
+    index = os.path.join(a.data, "shard.idx")
+    try:
+        with open(index, "rb") as fh:
+            fh.read()
+    except OSError:
+        log.warning("index %s unreadable, rebuilding it", index, exc_info=True)
 
 
 def main() -> None:
@@ -271,6 +295,8 @@ def main() -> None:
     for step, (x, y) in enumerate(loader):
         if step >= a.steps:
             break
+        if step == 3 and (a.noise == "io" or (a.noise == "upload" and rank == 0)):
+            caught_noise(a, log, step)
         if a.fault == "slow_once" and hit and step == a.step:
             time.sleep(a.timeout + 10)  # one read from a slow filesystem, longer than the PG timeout
         if a.fault == "nan_one" and hit and step == a.step:
@@ -350,6 +376,9 @@ def main() -> None:
             if a.fault == "exit":
                 log.info("early stopping criterion met; leaving the training loop")
                 sys.exit(3)
+            if a.fault == "exit0":  # early stopping decided on one rank only: it leaves cleanly
+                log.info("early stopping: validation loss has not improved for 3 evaluations")
+                sys.exit(0)
             if a.fault == "memory":
                 import resource
 
