@@ -135,6 +135,52 @@ CASES_2: list[Case] = [
     ("hfb_divisible", "divisible", 0, 0, "configuration", [], "stop", {"fw": "hf"}),
 ]
 
+# A third set, written after the torchrun set 7's Ctrl-C rule: a hang the user stops with Ctrl-C
+# (SIGINT to the session, as a terminal sends it) under each framework's launcher, and a Ctrl-C
+# while Lightning trains.
+CASES_3: list[Case] = [
+    (
+        "plc_ctrlc_hang_r2",
+        "hang",
+        2,
+        5,
+        "hang",
+        [2],
+        "restart",
+        {"fw": "lightning", "timeout": 300.0, "interrupt_after": 45.0},
+    ),
+    (
+        "accc_ctrlc_hang_r3",
+        "hang",
+        3,
+        4,
+        "hang",
+        [3],
+        "restart",
+        {"fw": "accelerate", "timeout": 300.0, "interrupt_after": 45.0},
+    ),
+    (
+        "hfc_ctrlc_hang_r1",
+        "hang",
+        1,
+        5,
+        "hang",
+        [1],
+        "restart",
+        {"fw": "hf", "timeout": 300.0, "interrupt_after": 45.0},
+    ),
+    (
+        "plc_ctrlc_training",
+        "none",
+        0,
+        0,
+        "scheduler",
+        [],
+        "none",
+        {"fw": "lightning", "steps": 100000, "interrupt_after": 30.0},
+    ),
+]
+
 
 def command(case: Case, python: str, d: Path) -> list[str]:
     _name, fault, rank, step, _cat, _culprits, _action, extra = case
@@ -165,7 +211,8 @@ def run_case(out: Path, case: Case, python: str) -> Path:
     argv = command(case, python, d)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", MASTER_PORT=str(free_port()))
     t0 = time.monotonic()
-    rc = run_job(argv, env, d / "console.log")
+    interrupt = case[7].get("interrupt_after")  # a Ctrl-C after that many seconds (make_set.run_job)
+    rc = run_job(argv, env, d / "console.log", interrupt_after=float(interrupt) if interrupt is not None else None)
     truth = truth_record(case, int(case[7].get("workers", 4)), rc, time.monotonic() - t0, argv)
     truth["framework"] = case[7]["fw"]
     truth["generator"] = (
@@ -181,10 +228,10 @@ def main() -> None:
     p.add_argument("out", type=Path)
     p.add_argument("--only", nargs="*")
     p.add_argument("--python", default=sys.executable)
-    p.add_argument("--set", choices=("1", "2"), default="1", help="2: the second set (CASES_2)")
+    p.add_argument("--set", choices=("1", "2", "3"), default="1", help="2, 3: the second or third set")
     p.add_argument("--jobs", type=int, default=2)
     a = p.parse_args()
-    cases = [c for c in (CASES if a.set == "1" else CASES_2) if not a.only or c[0] in a.only]
+    cases = [c for c in {"1": CASES, "2": CASES_2, "3": CASES_3}[a.set] if not a.only or c[0] in a.only]
     with ThreadPoolExecutor(a.jobs) as ex:
         for d in ex.map(lambda c: run_case(a.out, c, a.python), cases):
             print(d.name, json.loads((d / "truth.json").read_text())["exit_code"], flush=True)

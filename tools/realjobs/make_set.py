@@ -263,6 +263,8 @@ CASES_9: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("i_noise_then_hang_r3_print", "hang", 3, 8, "hang", [3], "restart", {"noise": "io", "style": "print"}),
     ("i_exit0_r0", "exit0", 0, 6, "application_error", [0], "stop", {}),
     ("i_exit0_r2_3r", "exit0", 2, 5, "application_error", [2], "stop", {"nproc": 3, "style": "print"}),
+    ("i_ctrlc_training", "none", 0, 0, "scheduler", [], "none", {"steps": 100000, "interrupt_after": 20.0}),
+    ("i_ctrlc_hang_r1_long", "hang", 1, 5, "hang", [1], "restart", {"timeout": 300.0, "interrupt_after": 70.0}),
 ]
 
 # What a resumed run loads (``extra["resume"]``): the same recipe with another hidden size, or the

@@ -55,6 +55,14 @@ CASES_2: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("sq_nan_all_2r", "nan_all", 0, 5, "numerical", [], "stop", {"nproc": 2, "style": "print"}),
 ]
 
+# A third set, written after the torchrun set 7's Ctrl-C rule: a hang the user stops with Ctrl-C
+# (SIGINT to the session, as a terminal sends it) and a Ctrl-C while the job trains, under
+# torch.multiprocessing.spawn, whose parent prints no launcher line about the signal.
+CASES_3: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("sc_ctrlc_hang_r1", "hang", 1, 5, "hang", [1], "restart", {"timeout": 300.0, "interrupt_after": 40.0}),
+    ("sc_ctrlc_training", "none", 0, 0, "scheduler", [], "none", {"steps": 100000, "interrupt_after": 20.0}),
+]
+
 
 def run_case(out: Path, case: tuple) -> Path:
     name, fault, rank, step, _cat, _culprits, _action, extra = case
@@ -70,7 +78,8 @@ def run_case(out: Path, case: tuple) -> Path:
         argv = [sys.executable, str(HERE / "spawn_train.py"), str(nproc), str(free_port()), *args]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     t0 = time.time()
-    rc = run_job(argv, env, d / "console.log")
+    interrupt = extra.get("interrupt_after")  # a Ctrl-C after that many seconds (make_set.run_job)
+    rc = run_job(argv, env, d / "console.log", interrupt_after=float(interrupt) if interrupt is not None else None)
     truth = truth_record(case, nproc, rc, time.time() - t0, argv)
     truth["generator"] = "tools/realjobs/make_spawn_set.py (independent of firstfault_sim)"
     (d / "truth.json").write_text(json.dumps(truth, indent=1))
@@ -81,10 +90,10 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("out", type=Path)
     p.add_argument("--only", nargs="*")
-    p.add_argument("--set", choices=("1", "2"), default="1", help="2: the second set (CASES_2)")
+    p.add_argument("--set", choices=("1", "2", "3"), default="1", help="2, 3: the second or third set")
     p.add_argument("--jobs", type=int, default=2)
     a = p.parse_args()
-    cases = [c for c in (CASES if a.set == "1" else CASES_2) if not a.only or c[0] in a.only]
+    cases = [c for c in {"1": CASES, "2": CASES_2, "3": CASES_3}[a.set] if not a.only or c[0] in a.only]
     with ThreadPoolExecutor(a.jobs) as ex:
         for d in ex.map(lambda c: run_case(a.out, c), cases):
             print(d.name, json.loads((d / "truth.json").read_text())["exit_code"], flush=True)
