@@ -177,7 +177,7 @@ CASES_3: list[Case] = [
         "scheduler",
         [],
         "none",
-        {"fw": "lightning", "steps": 100000, "interrupt_after": 30.0},
+        {"fw": "lightning", "steps": 5000, "interrupt_after": 30.0},
     ),
 ]
 
