@@ -308,8 +308,7 @@ def fault_args(fault: str, rank: int, step: int, extra: dict[str, object], d: Pa
         str(extra.get("style", "logging")),
         "--data",
         str(d / "no-such-data"),
-        "--wrap",
-        str(extra.get("wrap", "ddp")),
+        *(["--wrap", str(extra["wrap"])] if "wrap" in extra else []),  # train.py's own (DDP by default)
         *(["--mesh", str(extra["mesh"])] if "mesh" in extra else []),
         *(["--workers", str(extra["workers"])] if "workers" in extra else []),
         *(["--noise", str(extra["noise"])] if "noise" in extra else []),
