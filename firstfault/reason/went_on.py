@@ -10,8 +10,10 @@ correlation, three kinds of line above it are demoted to noise, as a transient t
 * an error line **no signature knows** (the "never silent" candidates): wandb's "Network error
   (ConnectionError), entering retry loop.", an LD_PRELOAD that did not load, CPython's
   "Exception ignored in: ..." at a loader's exit;
-* a Python exception only the **generic** signature reads (``python.exception``): a traceback a
-  trainer caught and logged (an upload to a hub that failed with HTTP 502) before its next step;
+* a **Python exception**: one only the generic signature reads (``python.exception``), or one a
+  known signature of the application's own layer reads (a ``FileNotFoundError`` of an index a
+  trainer rebuilds, a ``PermissionError``): a traceback a trainer caught and logged (an upload to a
+  hub that failed with HTTP 502) before its next step;
 * a known signature of **warning** severity that the process says of its own environment (layers
   application, framework, driver: torch's "GradScaler is enabled, but CUDA is not available",
   "Can't initialize NVML", NCCL's RAS version mismatch). A later error is then the failure (an
@@ -24,12 +26,14 @@ train on while one outside it died. An exception there that is its rank's last, 
 then records that rank's exit with status 1 (CPython's for an uncaught exception), was not caught:
 the rank died of it, and it keeps its reading.
 
-Known errors keep their readings whatever follows them (a failed checkpoint save the job
-survived is still a fault to report). What is demoted is named in a warning, never dropped.
+Other known errors keep their readings whatever follows them: a framework's failed collective, a
+driver's or a host's fault. What is demoted is named in a warning, never dropped, so an error the
+job survived is still reported; it is not called the job's failure.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence, Set
 
 from firstfault.match.unrecognised import UNRECOGNISED
@@ -57,14 +61,37 @@ def went_on_from(
     return out
 
 
-def died_of(caught: Sequence[Event], events: Sequence[Event], tagged: Set[str]) -> list[Event]:
+# A traceback's last line: an exception's (dotted) class, a colon or the end (CPython traceback.c).
+_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?::|$)")
+
+
+def caught_exception(e: Event) -> bool:
+    """Is ``e`` a Python exception line that a trainer could have caught and gone on from: one only
+    the generic signature reads, or one a known signature of the application's own layer reads?
+    Framework, driver and host errors are not: torch's failed collective or a GPU's fault printed
+    before more steps (async reports, other ranks' lines) is no caught exception."""
+    if e.role != Role.ROOT:
+        return False
+    if e.signature == GENERIC_EXCEPTION:
+        return True
+    return e.layer == Layer.APPLICATION and e.signature != UNRECOGNISED and bool(_EXCEPTION_LINE.match(e.text.strip()))
+
+
+def died_of(
+    caught: Sequence[Event], events: Sequence[Event], tagged: Set[str], own: Set[str] = frozenset()
+) -> list[Event]:
     """The exceptions, in files whose training lines name no rank, that their rank died of: each
-    one its rank's last, where the launcher records that rank's exit with status 1."""
+    one its rank's last, where the launcher records that rank's exit with status 1.
+
+    ``own``: files that hold one rank's output (torchrun's per-rank logs): their training lines are
+    that rank's own, so one after an exception shows the rank went on, whatever it died of later
+    (in its stderr, another file)."""
     exited = {e.rank for e in events if e.rank is not None and is_exit_record(e) and e.fields.get("exitcode") == "1"}
     last: dict[tuple[int | None, str], Event] = {}
     for e in caught:
         key = (e.rank, e.source)
-        if e.rank in exited and e.source not in tagged and (key not in last or e.line > last[key].line):
+        mixed = e.source not in tagged and e.source not in own
+        if e.rank in exited and mixed and (key not in last or e.line > last[key].line):
             last[key] = e
     return list(last.values())
 
@@ -98,15 +125,19 @@ def _demote(gone: Sequence[Event], why: str) -> str | None:
 
 
 def demote_went_on(
-    events: Sequence[Event], training_after: dict[tuple[str, int | None], int], tagged: Set[str] = frozenset()
+    events: Sequence[Event],
+    training_after: dict[tuple[str, int | None], int],
+    tagged: Set[str] = frozenset(),
+    own: Set[str] = frozenset(),
 ) -> list[str]:
-    """Demote the lines the job went on from to noise; the warnings that name them."""
+    """Demote the lines the job went on from to noise; the warnings that name them. ``own``: the
+    files that hold one rank's output (see :func:`died_of`)."""
     notes = _demote_ignored(events)
     if not training_after:
         return notes
     unknown = [e for e in events if e.signature == UNRECOGNISED and e.role != Role.NOISE]
-    caught = [e for e in events if e.signature == GENERIC_EXCEPTION and e.role == Role.ROOT]
-    died = {id(e) for e in died_of(caught, events, tagged)}
+    caught = [e for e in events if caught_exception(e)]
+    died = {id(e) for e in died_of(caught, events, tagged, own)}
     caught = [e for e in caught if id(e) not in died]
     warned = [
         e
