@@ -440,3 +440,23 @@ def test_a_folder_the_job_may_not_create_is_the_set_ups_on_the_rank_that_writes(
     v = _v("h_perm_ckpt_r0")
     assert str(v.category) == "configuration" and v.culprit.ranks[:1] == [0]
     assert v.root_event is not None and "Operation not permitted" in v.root_event.text
+
+
+def test_a_caught_known_exception_in_a_job_that_ended_well_is_no_failure() -> None:
+    """Every rank logged a FileNotFoundError (python.file_not_found) with its traceback and trained
+    on to step 20: the job ended well, and the error is a warning, not its failure."""
+    v = _v("i_healthy_noise_io_print")
+    assert str(v.category) == "none"
+    assert any("Python exception(s) a trainer caught" in w for w in v.warnings)
+
+
+def test_an_exception_a_rank_went_on_from_is_not_its_later_failure() -> None:
+    v = _v("i_noise_then_exception_r1")
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [1]
+    assert v.root_event is not None and v.root_event.text.startswith("KeyError")
+
+
+def test_a_rank_torchruns_summary_leaves_out_exited_zero_on_its_own() -> None:
+    v = _v("i_exit0_r0")
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [0]
+    assert any("exited with status 0" in r for r in v.reasons)

@@ -39,7 +39,7 @@ from firstfault.reason.correlate import (
     quotes_cause,
 )
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
-from firstfault.reason.launched import never_launched
+from firstfault.reason.launched import exited_cleanly, never_launched
 from firstfault.reason.stops import stopped_how, survivors_stopped
 from firstfault.reason.straggler import find_slowdown
 from firstfault.vocab import CandidateKind, Category, Event, FRKind, Layer, RankProgress, Role, Severity
@@ -87,9 +87,12 @@ def _suspects(corr: Correlation, victims: set[int], prog: dict[int, RankProgress
     return _Suspects(frozenset(quiet), frozenset(in_unseen), awaited, odd, conflict, list(pool))
 
 
-def _quiet_reading(r: int, sus: _Suspects, victims: int, timeouts: bool, exiting: bool) -> tuple[Category, list[str]]:
+def _quiet_reading(
+    r: int, sus: _Suspects, victims: int, timeouts: bool, exiting: bool | str | None
+) -> tuple[Category, list[str]]:
     """What a quiet suspect's silence means: a hang when its peers timed out, an exit when their
-    connections to it closed (an early, error-less end when it was already shutting down)."""
+    connections to it closed (an early, error-less end when it was already shutting down, or when
+    the launcher's summary says it exited 0: ``exiting`` is then that reason's text)."""
     reasons = []
     cat = Category.HANG
     if r in sus.unseen and r not in sus.awaited:
@@ -102,7 +105,9 @@ def _quiet_reading(r: int, sus: _Suspects, victims: int, timeouts: bool, exiting
     elif r in sus.quiet:
         cat = Category.APPLICATION_ERROR if exiting else Category.PROCESS_CRASH
         reasons.append(f"rank {r} reported no error while {victims} peer(s) saw their connections to it close")
-        if exiting:
+        if isinstance(exiting, str):
+            reasons.append(exiting)
+        elif exiting:
             reasons.append(
                 "it was already shutting down (interpreter exit, no Python frame) when torchrun stopped it: "
                 "the program ended on that rank without an error (sys.exit or an early return)"
@@ -140,12 +145,13 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
     # a rank that entered the collective with other arguments times out like its peers: not quiet
     pool += [c.rank for c in fr_list if c.kind == FRKind.MISMATCHED and c.rank not in pool and c.rank in corr.ranks]
     timeouts = any(v.timed_out() for v in corr.ranks.values())
+    clean = exited_cleanly(ev)
     out = []
     for r in pool:
         p = prog.get(r)
         view = corr.ranks.get(r) or RankView(r)  # a rank the victims name but that printed nothing
         exiting = any(e.signature == "python.faulthandler_no_frame" for e in view.events)
-        cat, reasons = _quiet_reading(r, sus, len(victims), timeouts, exiting)
+        cat, reasons = _quiet_reading(r, sus, len(victims), timeouts, exiting or clean.get(r))
         if odd is not None and r in odd.ranks:
             cat = Category.COLLECTIVE_MISMATCH
             reasons.append(odd.reason)

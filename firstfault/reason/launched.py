@@ -44,3 +44,34 @@ def never_launched(pool: list[int], awaited: dict[int, int], ev: ReasoningInput)
         "its config, disagrees with the launcher's --nnodes/--nproc-per-node (or another node's log is missing)",
     ]
     return Candidate(CandidateKind.SILENT, None, None, None, None, Category.CONFIGURATION, reasons)
+
+
+def exited_cleanly(ev: ReasoningInput) -> dict[int, str]:
+    """The one rank torchrun's summary leaves out, with why that means it ended with status 0
+    (empty when no rank is left out so).
+
+    torchrun's failure summary lists each worker that did not exit 0 (those it stopped itself
+    included, with -15). When its ranks, on one console, are 0 to N-1 but for one, and no other
+    rank shows a line anywhere, that one left with status 0 (past the highest rank listed, the
+    world is unknown: a gap only). A rank that left cleanly while its peers still waited for it
+    ended its program on its own: a ``sys.exit(0)`` or an early return on that rank alone (an
+    early-stopping decision its peers never made), not a crash.
+    """
+    records = [e for e in ev.events if e.signature == LAUNCH_RECORD and e.rank is not None]
+    listed = {e.rank for e in records if e.rank is not None}
+    if not listed or len({e.source for e in records}) != 1:
+        return {}
+    missing = set(range(max(listed) + 1)) - listed
+    if len(missing) != 1:
+        return {}
+    (r,) = missing
+    world = listed | {r}
+    stray = any(e.rank is not None and e.rank not in world for e in ev.events)
+    if stray or any(p.rank not in world for p in ev.progress):
+        return {}
+    why = (
+        f"torchrun's summary lists how every other rank ended ({rank_list(sorted(listed))}) and not rank {r}: "
+        "its process exited with status 0 while its peers still needed it (a sys.exit(0) or an early return on "
+        "that rank alone, such as an early-stopping decision its peers never made)"
+    )
+    return {r: why}
