@@ -105,7 +105,8 @@ def _after_parse(
         warnings.append(f"a rank-less error is taken to be rank {quoted}'s: that rank's watchdog quotes it")
     # one process's output each: torchrun's per-rank logs (named by local rank), files of one rank
     own = {f.rel for f in bundle.files if f.rank is not None or f.kind == FileKind.ELASTIC_RANK_LOG}
-    warnings += demote_went_on(now, pr.ctx.training_after, pr.ctx.training_tagged, own)
+    ended = pr.ctx.training_end is not None or any(e.fields.get("completed") for e in now)
+    warnings += demote_went_on(now, pr.ctx.training_after, pr.ctx.training_tagged, own, ended)
     ranks = pr.known_ranks()
     corr = correlate(now, ranks)
     warnings.extend(r.describe() for r in corr.recoveries[:5])

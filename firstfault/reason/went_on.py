@@ -13,7 +13,10 @@ correlation, three kinds of line above it are demoted to noise, as a transient t
 * a **Python exception**: one only the generic signature reads (``python.exception``), or one a
   known signature of the application's own layer reads (a ``FileNotFoundError`` of an index a
   trainer rebuilds, a ``PermissionError``): a traceback a trainer caught and logged (an upload to a
-  hub that failed with HTTP 502) before its next step;
+  hub that failed with HTTP 502) before its next step. A known one counts only where the steps
+  after it are its rank's own (a per-rank log, steps that name their rank) or training reached its
+  last step: in a console whose steps name no rank they may be its peers' (Ray's console: one
+  rank's NaN, then the others' steps);
 * a known signature of **warning** severity that the process says of its own environment (layers
   application, framework, driver: torch's "GradScaler is enabled, but CUDA is not available",
   "Can't initialize NVML", NCCL's RAS version mismatch). A later error is then the failure (an
@@ -129,15 +132,23 @@ def demote_went_on(
     training_after: dict[tuple[str, int | None], int],
     tagged: Set[str] = frozenset(),
     own: Set[str] = frozenset(),
+    ended: bool = False,
 ) -> list[str]:
     """Demote the lines the job went on from to noise; the warnings that name them. ``own``: the
-    files that hold one rank's output (see :func:`died_of`)."""
+    files that hold one rank's output (see :func:`died_of`); ``ended``: training reached its last
+    step (a step counter at its total) or a line marks the job's end."""
     notes = _demote_ignored(events)
     if not training_after:
         return notes
     unknown = [e for e in events if e.signature == UNRECOGNISED and e.role != Role.NOISE]
     caught = [e for e in events if caught_exception(e)]
     died = {id(e) for e in died_of(caught, events, tagged, own)}
+    # A known exception in a console whose steps name no rank may be followed by other ranks'
+    # steps (Ray's console: a rank's NaN, then its peers' steps): it is survived only where the
+    # steps are its rank's own, or where training reached its end (nothing died of it).
+    mixed = {e.source for e in caught if e.source not in own and e.source not in tagged}
+    if not ended:
+        died |= {id(e) for e in caught if e.signature != GENERIC_EXCEPTION and e.source in mixed}
     caught = [e for e in caught if id(e) not in died]
     warned = [
         e
