@@ -80,21 +80,18 @@ def caught_exception(e: Event) -> bool:
     return e.layer == Layer.APPLICATION and e.signature != UNRECOGNISED and bool(_EXCEPTION_LINE.match(e.text.strip()))
 
 
-def died_of(
-    caught: Sequence[Event], events: Sequence[Event], tagged: Set[str], own: Set[str] = frozenset()
-) -> list[Event]:
-    """The exceptions, in files whose training lines name no rank, that their rank died of: each
-    one its rank's last, where the launcher records that rank's exit with status 1.
+def died_of(caught: Sequence[Event], events: Sequence[Event], mixed: Set[str]) -> list[Event]:
+    """The exceptions, in ``mixed`` files (whose training lines may be other ranks'), that their
+    rank died of: each one its rank's last, where the launcher records that rank's exit with status 1.
 
-    ``own``: files that hold one rank's output (torchrun's per-rank logs): their training lines are
-    that rank's own, so one after an exception shows the rank went on, whatever it died of later
-    (in its stderr, another file)."""
+    A file that holds one rank's output (torchrun's per-rank logs), or whose training lines name
+    their rank, is not mixed: a training line after an exception there shows the rank went on,
+    whatever it died of later (in its stderr, another file)."""
     exited = {e.rank for e in events if e.rank is not None and is_exit_record(e) and e.fields.get("exitcode") == "1"}
     last: dict[tuple[int | None, str], Event] = {}
     for e in caught:
         key = (e.rank, e.source)
-        mixed = e.source not in tagged and e.source not in own
-        if e.rank in exited and mixed and (key not in last or e.line > last[key].line):
+        if e.rank in exited and e.source in mixed and (key not in last or e.line > last[key].line):
             last[key] = e
     return list(last.values())
 
@@ -135,18 +132,18 @@ def demote_went_on(
     ended: bool = False,
 ) -> list[str]:
     """Demote the lines the job went on from to noise; the warnings that name them. ``own``: the
-    files that hold one rank's output (see :func:`died_of`); ``ended``: training reached its last
+    files that hold one rank's output; ``ended``: training reached its last
     step (a step counter at its total) or a line marks the job's end."""
     notes = _demote_ignored(events)
     if not training_after:
         return notes
     unknown = [e for e in events if e.signature == UNRECOGNISED and e.role != Role.NOISE]
     caught = [e for e in events if caught_exception(e)]
-    died = {id(e) for e in died_of(caught, events, tagged, own)}
+    mixed = {e.source for e in caught if e.source not in own and e.source not in tagged}
+    died = {id(e) for e in died_of(caught, events, mixed)}
     # A known exception in a console whose steps name no rank may be followed by other ranks'
     # steps (Ray's console: a rank's NaN, then its peers' steps): it is survived only where the
     # steps are its rank's own, or where training reached its end (nothing died of it).
-    mixed = {e.source for e in caught if e.source not in own and e.source not in tagged}
     if not ended:
         died |= {id(e) for e in caught if e.signature != GENERIC_EXCEPTION and e.source in mixed}
     caught = [e for e in caught if id(e) not in died]
