@@ -1,7 +1,7 @@
 """Build a labelled set of real jobs started by ``torch.multiprocessing.spawn`` (and one by the legacy
 ``torch.distributed.launch``) from ``train.py``'s faults.
 
-    python tools/realjobs/make_spawn_set.py OUT [--only CASE ...] [--set 2] [--jobs 2]
+    python tools/realjobs/make_spawn_set.py OUT [--only CASE ...] [--set 2..4] [--jobs 2]
 
 ``spawn_train.py`` starts the ranks with ``mp.spawn``: one parent, no torchrun agent, no rank
 prefixes on the console, and the parent reports only the first process it finds dead. The bundle is
@@ -63,6 +63,23 @@ CASES_3: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("sc_ctrlc_training", "none", 0, 0, "scheduler", [], "none", {"steps": 100000, "interrupt_after": 20.0}),
 ]
 
+# A fourth set, written after torchrun set 10 and scored once before any rule of its own: set 10's
+# new faults (a batch of the wrong width, the recipe's assert, a DataLoader worker's segfault, a gloo
+# interface that does not exist, JSON-line logs) and set 7's and 8's under mp.spawn, whose console
+# has no rank prefixes.
+CASES_4: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("sd_shape_r2", "shape", 2, 5, "application_error", [2], "stop", {}),
+    ("sd_assert_r1_3r", "assert", 1, 4, "application_error", [1], "stop", {"nproc": 3, "style": "print"}),
+    ("sd_dl_worker_segv_r3", "dl_worker_segv", 3, 5, "process_crash", [3], "restart", {}),
+    ("sd_gloo_iface", "none", 0, 0, "configuration", [], "stop", {"env": {"GLOO_SOCKET_IFNAME": "eth9"}}),
+    ("sd_json_healthy", "none", 0, 0, "none", [], "none", {"style": "json"}),
+    ("sd_json_exception_r1", "exception", 1, 6, "application_error", [1], "stop", {"style": "json"}),
+    ("sd_json_hang_r3", "hang", 3, 5, "hang", [3], "restart", {"style": "json"}),
+    ("sd_eval_exc_r0_2r", "eval_exc", 0, 6, "application_error", [0], "stop", {"nproc": 2, "style": "rankfmt"}),
+    ("sd_mbarrier_r2", "monitored_barrier", 2, 4, "hang", [2], "restart", {"style": "print"}),
+    ("sd_pickle_bcast_r1_3r", "pickle_broadcast", 1, 0, "application_error", [1], "stop", {"nproc": 3}),
+]
+
 
 def run_case(out: Path, case: tuple) -> Path:
     name, fault, rank, step, _cat, _culprits, _action, extra = case
@@ -77,10 +94,12 @@ def run_case(out: Path, case: tuple) -> Path:
     else:
         argv = [sys.executable, str(HERE / "spawn_train.py"), str(nproc), str(free_port()), *args]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env.update(extra.get("env", {}))  # type: ignore[arg-type]
     t0 = time.time()
     interrupt = extra.get("interrupt_after")  # a Ctrl-C after that many seconds (make_set.run_job)
     rc = run_job(argv, env, d / "console.log", interrupt_after=float(interrupt) if interrupt is not None else None)
     truth = truth_record(case, nproc, rc, time.time() - t0, argv)
+    truth["env"] = extra.get("env", {})
     truth["generator"] = "tools/realjobs/make_spawn_set.py (independent of firstfault_sim)"
     (d / "truth.json").write_text(json.dumps(truth, indent=1))
     return d
@@ -90,10 +109,10 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("out", type=Path)
     p.add_argument("--only", nargs="*")
-    p.add_argument("--set", choices=("1", "2", "3"), default="1", help="2, 3: the second or third set")
+    p.add_argument("--set", choices=("1", "2", "3", "4"), default="1", help="2 to 4: a later set")
     p.add_argument("--jobs", type=int, default=2)
     a = p.parse_args()
-    cases = [c for c in {"1": CASES, "2": CASES_2, "3": CASES_3}[a.set] if not a.only or c[0] in a.only]
+    cases = [c for c in {"1": CASES, "2": CASES_2, "3": CASES_3, "4": CASES_4}[a.set] if not a.only or c[0] in a.only]
     with ThreadPoolExecutor(a.jobs) as ex:
         for d in ex.map(lambda c: run_case(a.out, c), cases):
             print(d.name, json.loads((d / "truth.json").read_text())["exit_code"], flush=True)

@@ -77,6 +77,9 @@ FAULTS = (
     "eval_exc",
     "no_grad",
     "exit0",
+    "shape",
+    "dl_worker_segv",
+    "assert",
 )
 
 
@@ -87,7 +90,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--step", type=int, default=5, help="the step it hits at")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--timeout", type=float, default=15.0, help="process-group timeout, seconds")
-    p.add_argument("--style", choices=("logging", "print", "rankfmt", "tqdm"), default="logging")
+    p.add_argument("--style", choices=("logging", "print", "rankfmt", "tqdm", "json"), default="logging")
     p.add_argument("--data", default="/tmp/ff-realjobs-data")
     p.add_argument("--ckpt", default="/tmp/ff-realjobs-ckpt")
     p.add_argument("--workers", type=int, default=1)
@@ -108,6 +111,13 @@ def setup_log(style: str, rank: int) -> logging.Logger:
     h = logging.StreamHandler(sys.stdout)
     if style == "logging":
         h.setFormatter(logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
+    elif style == "json":  # structured logs, one JSON object a line, as log shippers want them
+        h.setFormatter(
+            logging.Formatter(
+                f'{{"time": "%(asctime)s", "level": "%(levelname)s", "rank": {rank}, "logger": "%(name)s", '
+                '"message": "%(message)s"}'
+            )
+        )
     elif style == "rankfmt":
         h.setFormatter(logging.Formatter(f"[%(asctime)s][rank {rank}][%(levelname)s] %(message)s"))
     else:
@@ -231,6 +241,8 @@ def main() -> None:
             info = torch.utils.data.get_worker_info()
             if a.fault == "dl_worker_kill" and hit and step == a.step and info is not None:
                 os.kill(os.getpid(), signal.SIGKILL)
+            if a.fault == "dl_worker_segv" and hit and step == a.step and info is not None:
+                ctypes.string_at(0)  # a native decoder crashing on one sample
             if a.fault == "dl_worker_exc" and hit and step == a.step:
                 record = {"text": "..."}
                 return record["input_ids"], record["labels"]  # KeyError in the data pipeline
@@ -301,6 +313,12 @@ def main() -> None:
             time.sleep(a.timeout + 10)  # one read from a slow filesystem, longer than the PG timeout
         if a.fault == "nan_one" and hit and step == a.step:
             x = x * float("nan")
+        if a.fault == "shape" and hit and step == a.step:
+            x = x[:, :63]  # a batch from a shard written with another feature width
+        if a.fault == "assert" and hit and step == a.step:
+            x = x[:5]
+        if a.fault == "assert":  # the recipe's own check on what the loader gives it
+            assert x.shape[0] == 8, f"expected a batch of 8 samples, got {x.shape[0]}"
         if a.fault == "anomaly_nan" and hit and step == a.step:
             x = x * float("nan")
         if a.fault == "nan_all" and step == a.step:
