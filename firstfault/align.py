@@ -278,7 +278,13 @@ def assign_attempts(events: Sequence[Event], starts: dict[int, float]) -> None:
     """Give console and host events the torchrun attempt they happened in, by time.
 
     Attempt K runs from the first line of its per-rank files until attempt K+1 starts.
+
+    torchrun numbers attempts from 0, so a first known start at attempt K > 0 says attempt K-1 ran
+    before it even when its files hold no timed line (print-style logs, a rank killed before it
+    wrote one): what came before attempt K's first line is that earlier attempt's, not K's.
     """
+    if starts and min(starts) > 0:
+        starts = {min(starts) - 1: float("-inf"), **starts}
     if len(starts) < 2:
         return
     order = sorted(starts.items(), key=lambda kv: kv[1])

@@ -78,6 +78,16 @@ def test_restarts_keep_the_first_failed_attempt() -> None:
     assert first == 0 and now == [a0] and later == [a1]
 
 
+def test_an_attempt_with_no_timed_line_still_ran_before_the_next() -> None:
+    """Only attempt 1's files have a timed line: what the console says before it is attempt 0's."""
+    killed = _failed(T0 + 5)
+    a1 = ev("RuntimeError: Gloo connectFullMesh failed", rank=2, ts=T0 + 80, source="logs/r/attempt_1/2/stderr.log")
+    a1.attempt = 1
+    now, later, first = split_attempts([killed, a1], {1: T0 + 60})
+    assert killed.attempt == 0 and first == 0
+    assert now == [killed] and later == [a1]
+
+
 def _failed(ts: float, source: str = "console.log"):  # type: ignore[no-untyped-def]
     return ev(
         "failed (exitcode: 1) local_rank: 1 (pid: 7) of binary: python",
