@@ -93,6 +93,21 @@ def test_own_compute_time_beats_the_step_time() -> None:
 
 
 @pytest.mark.parametrize(
+    ("line", "rank"),
+    [
+        # a logging.Formatter writing JSON lines (tools/realjobs/train.py --style json)
+        ('{"time": "2026-12-06 18:15:21,441", "level": "INFO", "rank": 3, "message": "step 5/20 loss=2.2758"}', 3),
+        ("{'rank': 2, 'msg': 'step 7/20 loss=1.93'}", 2),  # a dict's repr
+        ("rank: 1 step 4 loss 2.1", 1),
+        ("step 5 local_rank: 3 loss 2.0", None),  # a local rank is not the rank
+    ],
+)
+def test_a_structured_logs_rank_field_names_the_rank(line: str, rank: int | None) -> None:
+    got = match_progress(line)
+    assert got is not None and got[2] == rank
+
+
+@pytest.mark.parametrize(
     "line",
     [
         "Loading checkpoint shards: 100%|██████████| 4/4 [00:14<00:00,  3.59s/it]",  # transformers

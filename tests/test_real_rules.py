@@ -460,3 +460,22 @@ def test_a_rank_torchruns_summary_leaves_out_exited_zero_on_its_own() -> None:
     v = _v("i_exit0_r0")
     assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [0]
     assert any("exited with status 0" in r for r in v.reasons)
+
+
+def test_a_restart_that_failed_otherwise_does_not_hide_the_first_attempts_fault() -> None:
+    """Rank 1 was SIGKILLed in attempt 0 (print-style logs: no timed line in its files); torchrun
+    restarted the workers, and every rank of attempt 1 failed to connect. The first fault is attempt
+    0's kill, not the restart's shared network error."""
+    v = _v("j_restart_fails_kill_r1")
+    assert str(v.category) == "host_oom" and v.culprit.ranks[:1] == [1]
+    assert v.root_event is not None and "exitcode: -9" in v.root_event.text
+    assert any("torchrun restarted the job; attempt 0 failed first" in w for w in v.warnings)
+
+
+def test_quiet_ranks_tied_at_one_step_name_no_culprit() -> None:
+    """mp.spawn terminated ranks 1-3 when rank 0's all-reduce timed out; their JSON-line logs (which
+    name each rank) all end at step 5 within a few milliseconds. Which one hung is not in the log:
+    no rank is named rather than the one whose last line the scheduler happened to print first."""
+    v = _v("sd_json_hang_r3")
+    assert str(v.category) == "hang" and v.culprit.ranks == []
+    assert any("ranks 1, 2, 3 reported no error and their logs all end at step 5" in r for r in v.reasons)

@@ -21,7 +21,8 @@ _PATTERNS = [
     re.compile(r"\bstep[ :=]\s*(?P<step>\d+)\b(?:.*?\bstep_time_ms[ =:]\s*(?P<ms>[\d.]+))?"),
     re.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\):\s*(?P<ms>[\d.]+)"),
 ]
-_RANK = re.compile(r"\[rank(?P<rank>\d+)\]|\brank[ =:](?P<rank2>\d+)\b")
+# "[rank3]", "rank 3", "rank=3", and a structured log's field: JSON's "rank": 3, a dict's 'rank': 3
+_RANK = re.compile(r"\[rank(?P<rank>\d+)\]|\brank(?:[ =:]|[\"']?:\s*)(?P<rank2>\d+)\b")
 # A step counter that names its total ("step 150/150", Megatron's "iteration       50/      50 |"):
 # when a rank's last progress line has step == total, training reached its last step.
 STEP_OF_TOTAL = re.compile(r"(?<![-\w])(?:[Ss]tep|[Ii]ter(?:ation)?)\s*[:=]?\s*(?P<step>\d+)\s*/\s*(?P<total>\d+)\b")
