@@ -479,3 +479,11 @@ def test_quiet_ranks_tied_at_one_step_name_no_culprit() -> None:
     v = _v("sd_json_hang_r3")
     assert str(v.category) == "hang" and v.culprit.ranks == []
     assert any("ranks 1, 2, 3 reported no error and their logs all end at step 5" in r for r in v.reasons)
+
+
+def test_a_rank_no_nodes_agent_lists_exited_zero_on_its_own() -> None:
+    """Two agents, one console each: node 0's summary lists ranks 0 and 1, node 1's lists rank 3
+    (local rank 1). Node 1's local rank 0, global rank 2, is in neither: it exited with status 0."""
+    v = _v("mp_exit0_r2")
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [2]
+    assert any("(0, 1, 3) and not rank 2" in r for r in v.reasons)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from firstfault.reason.correlate import Candidate
 from firstfault.reason.inputs import ReasoningInput
-from firstfault.vocab import CandidateKind, Category
+from firstfault.vocab import CandidateKind, Category, Event
 from firstfault.vocab.text import rank_list
 
 LAUNCH_RECORD = "torchelastic.failure_record"
@@ -53,19 +53,21 @@ def exited_cleanly(ev: ReasoningInput) -> dict[int, str]:
     torchrun's failure summary lists each worker that did not exit 0 (those it stopped itself
     included, with -15). When its ranks, on one console, are 0 to N-1 but for one, and no other
     rank shows a line anywhere, that one left with status 0 (past the highest rank listed, the
-    world is unknown: a gap only). A rank that left cleanly while its peers still waited for it
-    ended its program on its own: a ``sys.exit(0)`` or an early return on that rank alone (an
-    early-stopping decision its peers never made), not a crash.
+    world is unknown: a gap only). With one console per node, each agent lists its own node's
+    workers, local ranks 0 to P-1 from one base; the one worker no agent lists is that rank.
+    A rank that left cleanly while its peers still waited for it ended its program on its own: a
+    ``sys.exit(0)`` or an early return on that rank alone (an early-stopping decision its peers
+    never made), not a crash.
     """
     records = [e for e in ev.events if e.signature == LAUNCH_RECORD and e.rank is not None]
     listed = {e.rank for e in records if e.rank is not None}
-    if not listed or len({e.source for e in records}) != 1:
+    if not listed:
         return {}
-    missing = set(range(max(listed) + 1)) - listed
+    world = _agents_workers(records) if len({e.source for e in records}) > 1 else set(range(max(listed) + 1))
+    missing = world - listed
     if len(missing) != 1:
         return {}
     (r,) = missing
-    world = listed | {r}
     stray = any(e.rank is not None and e.rank not in world for e in ev.events)
     if stray or any(p.rank not in world for p in ev.progress):
         return {}
@@ -75,3 +77,19 @@ def exited_cleanly(ev: ReasoningInput) -> dict[int, str]:
         "that rank alone, such as an early-stopping decision its peers never made)"
     )
     return {r: why}
+
+
+def _agents_workers(records: list[Event]) -> set[int]:
+    """The ranks several agents' summaries (one console per node) cover: each node's workers are
+    its local ranks 0 to P-1 from one base (global rank - local rank), P the most any node shows.
+    Empty when a record lacks its local rank, or one console's records disagree on their base."""
+    bases: dict[str, int] = {}
+    for e in records:
+        if (
+            e.rank is None
+            or e.local_rank is None
+            or bases.setdefault(e.source, e.rank - e.local_rank) != (e.rank - e.local_rank)
+        ):
+            return set()
+    per_node = 1 + max(e.local_rank for e in records if e.local_rank is not None)
+    return {b + k for b in set(bases.values()) for k in range(per_node)}

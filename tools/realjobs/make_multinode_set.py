@@ -1,6 +1,6 @@
 """Build a labelled set of real two-node ``torchrun`` jobs (two agents on this host) from ``train.py``.
 
-    python tools/realjobs/make_multinode_set.py OUT [--only CASE ...] [--set 2]
+    python tools/realjobs/make_multinode_set.py OUT [--only CASE ...] [--set 2|3]
 
 Each case starts two torchrun agents, ``--nnodes 2 --node-rank 0|1 --nproc-per-node 2`` with a
 static rendezvous on this host, as two nodes of a cluster would be started by hand or by a job
@@ -61,6 +61,29 @@ CASES_2: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("mo_healthy_print", "none", 0, 0, "none", [], "none", {"style": "print", "steps": 30}),
 ]
 
+# A third set, written after torchrun sets 10 and 11 and scored once before any rule of its own:
+# their new faults (a batch of the wrong width, a DataLoader worker's segfault, the recipe's assert,
+# one rank leaving with status 0) and their JSON-line logs and debug output, across two agents.
+CASES_3: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("mp_shape_r3_json", "shape", 3, 5, "application_error", [3], "stop", {"style": "json"}),
+    ("mp_dl_worker_segv_r2", "dl_worker_segv", 2, 4, "process_crash", [2], "restart", {}),
+    ("mp_assert_r1_print", "assert", 1, 6, "application_error", [1], "stop", {"style": "print"}),
+    ("mp_json_healthy", "none", 0, 0, "none", [], "none", {"style": "json"}),
+    ("mp_json_hang_r3", "hang", 3, 5, "hang", [3], "restart", {"style": "json"}),
+    ("mp_exit0_r2", "exit0", 2, 5, "application_error", [2], "stop", {}),
+    ("mp_sigkill_r1_print", "sigkill", 1, 6, "host_oom", [1], "stop", {"style": "print"}),
+    (
+        "mp_debug_exception_r2",
+        "exception",
+        2,
+        5,
+        "application_error",
+        [2],
+        "stop",
+        {"env": {"TORCH_CPP_LOG_LEVEL": "INFO", "TORCH_DISTRIBUTED_DEBUG": "INFO"}, "style": "rankfmt"},
+    ),
+]
+
 
 def _agent(node: int, port: int, args: list[str], console: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(NODES), "--node-rank", str(node)]
@@ -106,6 +129,7 @@ def run_case(out: Path, case: tuple) -> Path:
     port = free_port()
     args = fault_args(fault, rank, step, extra, d)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env.update(extra.get("env", {}))  # type: ignore[arg-type]
     cluster = extra.get("cluster")
     t0 = time.time()
     procs = [_agent(0, port, args, d / "node0.log", env)]
@@ -137,9 +161,9 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("out", type=Path)
     p.add_argument("--only", nargs="*")
-    p.add_argument("--set", choices=("1", "2"), default="1", help="2: the second set (CASES_2)")
+    p.add_argument("--set", choices=("1", "2", "3"), default="1", help="2, 3: a later set (CASES_2, CASES_3)")
     a = p.parse_args()
-    for case in CASES if a.set == "1" else CASES_2:
+    for case in {"1": CASES, "2": CASES_2, "3": CASES_3}[a.set]:
         if a.only and case[0] not in a.only:
             continue
         d = run_case(a.out, case)

@@ -1,6 +1,6 @@
 """Build firstfault's development set of real torchrun jobs from ``train.py`` (not the simulator).
 
-    python tools/realjobs/make_set.py OUT [--set 1..10] [--only CASE ...] [--jobs 2]
+    python tools/realjobs/make_set.py OUT [--set 1..11] [--only CASE ...] [--jobs 2]
 
 Each case is one real ``torchrun`` job (4 ranks, gloo on CPU) with a fault of ``train.py``;
 the bundle is what the job left (``console.log``: torchrun's console as a terminal shows it;
@@ -307,6 +307,61 @@ CASES_10: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]
     ("j_json_hang_r1", "hang", 1, 5, "hang", [1], "restart", {"style": "json"}),
 ]
 
+# An eleventh set, written after set 10's rule and scored once before any rule of its own: jobs run
+# with the debug output people turn on when something is wrong (TORCH_DISTRIBUTED_DEBUG=INFO,
+# TORCH_CPP_LOG_LEVEL=INFO, torchrun's LOGLEVEL=INFO/DEBUG, PYTHONWARNINGS=always, more DataLoader
+# workers than cores): mostly healthy runs, which must read as such, and three failures in the noise.
+_CPP_INFO = {"TORCH_CPP_LOG_LEVEL": "INFO", "TORCH_DISTRIBUTED_DEBUG": "INFO"}
+CASES_11: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("k_healthy_debug_info", "none", 0, 0, "none", [], "none", {"env": _CPP_INFO}),
+    ("k_healthy_loglevel_info", "none", 0, 0, "none", [], "none", {"env": {"LOGLEVEL": "INFO"}, "style": "print"}),
+    (
+        "k_healthy_loglevel_debug_3r",
+        "none",
+        0,
+        0,
+        "none",
+        [],
+        "none",
+        {"env": {"LOGLEVEL": "DEBUG"}, "nproc": 3, "style": "rankfmt"},
+    ),
+    ("k_healthy_many_workers", "none", 0, 0, "none", [], "none", {"workers": 6, "style": "json"}),
+    (
+        "k_healthy_cpp_info_restarts",
+        "none",
+        0,
+        0,
+        "none",
+        [],
+        "none",
+        {"env": {"TORCH_CPP_LOG_LEVEL": "INFO"}, "max_restarts": 2, "style": "tqdm"},
+    ),
+    ("k_healthy_fsdp_debug_info", "none", 0, 0, "none", [], "none", {"env": _CPP_INFO, "wrap": "fsdp"}),
+    ("k_healthy_pywarn_always", "warnings", 0, 0, "none", [], "none", {"env": {"PYTHONWARNINGS": "always"}}),
+    (
+        "k_healthy_8r_debug_info",
+        "none",
+        0,
+        0,
+        "none",
+        [],
+        "none",
+        {"env": _CPP_INFO, "nproc": 8, "style": "print", "steps": 40},
+    ),
+    ("k_debug_exception_r2", "exception", 2, 6, "application_error", [2], "stop", {"env": _CPP_INFO}),
+    ("k_loglevel_info_hang_r1", "hang", 1, 5, "hang", [1], "restart", {"env": {"LOGLEVEL": "INFO"}}),
+    (
+        "k_debug_sigkill_r3",
+        "sigkill",
+        3,
+        7,
+        "host_oom",
+        [3],
+        "stop",
+        {"env": {"TORCH_CPP_LOG_LEVEL": "INFO"}, "style": "print"},
+    ),
+]
+
 # What a resumed run loads (``extra["resume"]``): the same recipe with another hidden size, or the
 # right model saved beside the run's arguments or its numpy RNG state (both refused by weights_only).
 RESUME = {
@@ -493,8 +548,8 @@ def main() -> None:
         "--set",
         type=int,
         default=1,
-        choices=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 60),
-        help="1 to 10 (2 and 4 held out); 60: set 6's development case",
+        choices=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 60),
+        help="1 to 11 (2 and 4 held out); 60: set 6's development case",
     )
     a = ap.parse_args()
     sets = {
@@ -508,6 +563,7 @@ def main() -> None:
         8: CASES_8,
         9: CASES_9,
         10: CASES_10,
+        11: CASES_11,
     }
     chosen = {**sets, 60: CASES_6_DEV}[a.set]
     cases = [c for c in chosen if not a.only or c[0] in a.only]
