@@ -30,6 +30,22 @@ def test_advice_lines_are_noise() -> None:
         assert sig is None or str(sig.role) == "noise", (text, sig and sig.id)
 
 
+def test_at_equal_priority_the_fault_beats_the_teardown_on_one_line() -> None:
+    """A paste that lost its newlines (tatsu-lab/stanford_alpaca#207) holds ProcessGroupNCCL's
+    tear-down and the InfiniBand completion error on one line: the line says the fault."""
+    line = (
+        "[E ProcessGroupNCCL.cpp:455] Some NCCL operations have failed or timed out. Due to the asynchronous "
+        "nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data. "
+        "[E ProcessGroupNCCL.cpp:460] To avoid data inconsistency, we are taking the entire process down. "
+        "terminate called after throwing an instance of 'std::runtime_error' what(): NCCL error: remote process "
+        "exited or there was a network error, NCCL version 2.14.3 ncclRemoteError: A call failed possibly due to "
+        "a network error or a remote process exiting prematurely. Last error: NET/IB : Got completion from peer "
+        "11.214.147.122<39138> with error 12, opcode 0, len 0, vendor err 129"
+    )
+    sig = load_registry().match(line, "app_log")
+    assert sig is not None and str(sig.role) == "root" and str(sig.category) == "network", sig and sig.id
+
+
 def test_user_signatures_extend_and_override(tmp_path: Path) -> None:
     d = tmp_path / "sigs"
     d.mkdir()

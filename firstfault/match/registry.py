@@ -212,7 +212,12 @@ class Registry:
         return out
 
     def match(self, line: str, file_kind: str, literal_hits: Iterable[str] | None = None) -> Signature | None:
-        """Best signature for ``line`` (highest priority), or None."""
+        """Best signature for ``line`` (highest priority), or None.
+
+        At equal priority a fault in its own right beats a symptom, and a symptom a tear-down: a
+        paste that lost its newlines holds a teardown's words and the fault's on one line
+        ("Some NCCL operations have failed ... Last error: NET/IB : Got completion from peer ...
+        with error 12"), and the fault is what the line says. Then the id, for a stable choice."""
         if literal_hits is None:
             literal_hits = [lit for lit in self._literals if lit in line]
         cand: set[int] = set()
@@ -227,12 +232,17 @@ class Registry:
                 continue
             if sig.pattern.search(line) is None:
                 continue
-            if best is None or sig.priority > best.priority or sig.id < best.id:
+            if best is None or (sig.priority, -_ROLE_RANK[sig.role], best.id) > (
+                best.priority,
+                -_ROLE_RANK[best.role],
+                sig.id,
+            ):
                 best = sig
         return best
 
 
 _ERROR_LITERAL_SET = frozenset(ERROR_LITERALS)
+_ROLE_RANK = {Role.ROOT: 0, Role.CASCADE: 1, Role.TEARDOWN: 2, Role.NOISE: 3}
 # An error line no signature knows: kept as evidence, never a confident root (reason.unrecognised).
 UNRECOGNISED_MATCH = LineMatch(
     UNRECOGNISED, Category.UNKNOWN, Layer.APPLICATION, Role.ROOT, Severity.ERROR, 0, 30, None, {UNRECOGNISED: "1"}
