@@ -487,3 +487,17 @@ def test_a_rank_no_nodes_agent_lists_exited_zero_on_its_own() -> None:
     v = _v("mp_exit0_r2")
     assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [2]
     assert any("(0, 1, 3) and not rank 2" in r for r in v.reasons)
+
+
+def test_a_job_scripts_errors_before_a_training_that_ended_are_not_its_failure() -> None:
+    """The job script ran nvidia-smi (not found), set a locale the node lacks, failed a mkdir and a
+    pip install and ran a GPU check that raised on the CPU node, then torchrun trained to step 20/20:
+    the job ended well, and those errors are named in a warning."""
+    v = _v("l_healthy_all_3r")
+    assert str(v.category) == "none"
+    assert any("before training that reached its end" in w for w in v.warnings)
+
+
+def test_the_same_errors_before_a_fault_do_not_hide_it() -> None:
+    v = _v("l_gpu_check_then_exception_r2")
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [2]

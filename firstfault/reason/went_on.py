@@ -17,6 +17,11 @@ correlation, three kinds of line above it are demoted to noise, as a transient t
   after it are its rank's own (a per-rank log, steps that name their rank) or training reached its
   last step: in a console whose steps name no rank they may be its peers' (Ray's console: one
   rank's NaN, then the others' steps);
+* any other error, where **training reached its end** after it (a step counter at its total, a
+  line that marks the job's end): a job script's own commands before the launcher (no
+  ``nvidia-smi`` on the node, a GPU check that raises on a CPU node, an optional ``pip install``
+  that found nothing), or a fault a restart got past. What training then finished was not stopped
+  by it: the job ended well, and the error is named in a warning;
 * a known signature of **warning** severity that the process says of its own environment (layers
   application, framework, driver: torch's "GradScaler is enabled, but CUDA is not available",
   "Can't initialize NVML", NCCL's RAS version mismatch). A later error is then the failure (an
@@ -29,9 +34,10 @@ train on while one outside it died. An exception there that is its rank's last, 
 then records that rank's exit with status 1 (CPython's for an uncaught exception), was not caught:
 the rank died of it, and it keeps its reading.
 
-Other known errors keep their readings whatever follows them: a framework's failed collective, a
-driver's or a host's fault. What is demoted is named in a warning, never dropped, so an error the
-job survived is still reported; it is not called the job's failure.
+Other known errors keep their readings whatever follows them, short of training's end: a
+framework's failed collective, a driver's or a host's fault. What is demoted is named in a
+warning, never dropped, so an error the job survived is still reported; it is not called the
+job's failure.
 """
 
 from __future__ import annotations
@@ -155,11 +161,15 @@ def demote_went_on(
         and e.severity == Severity.WARNING
         and e.layer in OWN_LAYERS
     ]
-    kinds = (
+    kinds = [
         ("error line(s) no signature knows", unknown),
         ("Python exception(s) a trainer caught", caught),
         ("warning(s) of a known kind", warned),
-    )
+    ]
+    if ended:  # the job ended well: whatever training followed did not stop it
+        seen = {id(e) for _, evs in kinds for e in evs}
+        rest = [e for e in events if e.role == Role.ROOT and id(e) not in seen]
+        kinds.append(("error(s) of other kinds, before training that reached its end,", rest))
     for what, evs in kinds:
         note = _demote(
             went_on_from(evs, training_after, tagged),

@@ -1,6 +1,6 @@
 """Build firstfault's development set of real torchrun jobs from ``train.py`` (not the simulator).
 
-    python tools/realjobs/make_set.py OUT [--set 1..11] [--only CASE ...] [--jobs 2]
+    python tools/realjobs/make_set.py OUT [--set 1..12] [--only CASE ...] [--jobs 2]
 
 Each case is one real ``torchrun`` job (4 ranks, gloo on CPU) with a fault of ``train.py``;
 the bundle is what the job left (``console.log``: torchrun's console as a terminal shows it;
@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -362,6 +363,47 @@ CASES_11: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]
     ),
 ]
 
+# A twelfth set, written after set 11 and scored once before any rule of its own: a job script's
+# own commands before the launcher, with the errors real scripts print there and go on from (no
+# nvidia-smi on the node, a locale the node lacks, a folder mkdir cannot make, an optional pip
+# install that finds nothing, a GPU check that raises on a CPU node), in healthy runs and before a
+# fault. ``extra["preamble"]`` names them (PREAMBLES): run by bash in the job's console.
+CASES_12: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("l_healthy_shell_noise", "none", 0, 0, "none", [], "none", {"preamble": "shell"}),
+    ("l_healthy_pip_error", "none", 0, 0, "none", [], "none", {"preamble": "pip", "style": "print"}),
+    ("l_healthy_gpu_check", "none", 0, 0, "none", [], "none", {"preamble": "gpu_check", "style": "rankfmt"}),
+    ("l_healthy_all_3r", "none", 0, 0, "none", [], "none", {"preamble": "all", "nproc": 3, "style": "json"}),
+    (
+        "l_healthy_gpu_check_2r",
+        "none",
+        0,
+        0,
+        "none",
+        [],
+        "none",
+        {"preamble": "gpu_check", "nproc": 2, "style": "print"},
+    ),
+    ("l_gpu_check_then_exception_r2", "exception", 2, 6, "application_error", [2], "stop", {"preamble": "gpu_check"}),
+    ("l_pip_error_then_hang_r1", "hang", 1, 5, "hang", [1], "restart", {"preamble": "pip", "style": "rankfmt"}),
+    (
+        "l_shell_noise_then_sigkill_r3",
+        "sigkill",
+        3,
+        6,
+        "host_oom",
+        [3],
+        "stop",
+        {"preamble": "shell", "style": "print"},
+    ),
+]
+_PY = shlex.quote(sys.executable)
+PREAMBLES = {
+    "shell": 'nvidia-smi; export LC_ALL=xx_XX.UTF-8; mkdir /proc/ff-ckpt; echo "starting training on $(hostname)"',
+    "pip": f"{_PY} -m pip install --no-index --quiet --disable-pip-version-check apex-fused-adam-nonexistent",
+    "gpu_check": f"{_PY} -c 'import torch; print(torch.cuda.get_device_name(0))'",
+}
+PREAMBLES["all"] = "; ".join(PREAMBLES.values())
+
 # What a resumed run loads (``extra["resume"]``): the same recipe with another hidden size, or the
 # right model saved beside the run's arguments or its numpy RNG state (both refused by weights_only).
 RESUME = {
@@ -501,6 +543,8 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
     if keep_logdir:
         argv += ["--log-dir", str(d / "logs"), "--tee", "3"]
     argv += [str(HERE / "train.py"), *fault_args(fault, rank, step, extra, d)]
+    if "preamble" in extra:  # the job script's own commands first, then the launcher, in one console
+        argv = ["bash", "-c", f"{PREAMBLES[str(extra['preamble'])]}; exec {shlex.join(argv)}"]
     if extra.get("launch") == "python":  # the script run as a plain program, without a launcher
         argv = [sys.executable, str(HERE / "train.py"), *fault_args(fault, rank, step, extra, d)]
     if fault.startswith("dcp_"):  # a checkpoint folder of the case's own, outside its bundle
@@ -548,8 +592,8 @@ def main() -> None:
         "--set",
         type=int,
         default=1,
-        choices=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 60),
-        help="1 to 11 (2 and 4 held out); 60: set 6's development case",
+        choices=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 60),
+        help="1 to 12 (2 and 4 held out); 60: set 6's development case",
     )
     a = ap.parse_args()
     sets = {
@@ -564,6 +608,7 @@ def main() -> None:
         9: CASES_9,
         10: CASES_10,
         11: CASES_11,
+        12: CASES_12,
     }
     chosen = {**sets, 60: CASES_6_DEV}[a.set]
     cases = [c for c in chosen if not a.only or c[0] in a.only]
