@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from firstfault.parse.slurm import expand_tasks
 from firstfault_sim.slurm import SCENARIO_NAMES
 from firstfault_sim.slurm_cluster import APT_PACKAGES, missing_binaries
 
@@ -102,8 +103,9 @@ def test_failing_torch_job(bundles: dict[str, Path]) -> None:
     events = _events(b)
     exits = [e for e in _sig(events, "slurm.task_exit") if e.source.startswith("slurm-")]
     # srun prints a task's exit when it reaps it; a peer dying of the culprit's closed connection can
-    # be reaped first on a loaded machine, so the culprit's line is looked for, not its position.
-    own = [e for e in exits if e.rank == 1]
+    # be reaped first on a loaded machine, so the culprit's line is looked for, not its position. Tasks
+    # reaped together share one line ("srun: error: node01: tasks 0-1: Exited with exit code 1").
+    own = [e for e in exits if 1 in expand_tasks(e.fields["tasks"])]
     assert own and own[0].host == "node01" and own[0].fields["exitcode"] == "1"
     assert {e.host for e in exits} == {"node01", "node02"}
     assert {e.fields["job_state"] for e in _sig(events, "slurm.job_state_failed")} == {"FAILED"}
