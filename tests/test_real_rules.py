@@ -442,12 +442,22 @@ def test_a_folder_the_job_may_not_create_is_the_set_ups_on_the_rank_that_writes(
     assert v.root_event is not None and "Operation not permitted" in v.root_event.text
 
 
-def test_a_caught_known_exception_in_a_job_that_ended_well_is_no_failure() -> None:
-    """Every rank logged a FileNotFoundError (python.file_not_found) with its traceback and trained
-    on to step 20: the job ended well, and the error is a warning, not its failure."""
-    v = _v("i_healthy_noise_io_print")
+@pytest.mark.parametrize(
+    ("case", "warned"),
+    [
+        # every rank logged a FileNotFoundError (python.file_not_found) with its traceback and
+        # trained on to step 20
+        ("i_healthy_noise_io_print", "Python exception(s) a trainer caught"),
+        # the job script ran nvidia-smi (not found), set a locale the node lacks, failed a mkdir and
+        # a pip install and ran a GPU check that raised on the CPU node, then torchrun trained to 20/20
+        ("l_healthy_all_3r", "before training that reached its end"),
+    ],
+)
+def test_errors_in_a_job_that_ended_well_are_no_failure(case: str, warned: str) -> None:
+    """The job ended well: the errors it went on from are named in a warning, not its failure."""
+    v = _v(case)
     assert str(v.category) == "none"
-    assert any("Python exception(s) a trainer caught" in w for w in v.warnings)
+    assert any(warned in w for w in v.warnings)
 
 
 def test_an_exception_a_rank_went_on_from_is_not_its_later_failure() -> None:
@@ -456,10 +466,19 @@ def test_an_exception_a_rank_went_on_from_is_not_its_later_failure() -> None:
     assert v.root_event is not None and v.root_event.text.startswith("KeyError")
 
 
-def test_a_rank_torchruns_summary_leaves_out_exited_zero_on_its_own() -> None:
-    v = _v("i_exit0_r0")
-    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [0]
-    assert any("exited with status 0" in r for r in v.reasons)
+@pytest.mark.parametrize(
+    ("case", "rank", "said"),
+    [
+        ("i_exit0_r0", 0, "exited with status 0"),
+        # two agents, one console each: node 0's summary lists ranks 0 and 1, node 1's rank 3 (its
+        # local rank 1); node 1's local rank 0, global rank 2, is in neither
+        ("mp_exit0_r2", 2, "(0, 1, 3) and not rank 2"),
+    ],
+)
+def test_a_rank_torchruns_summary_leaves_out_exited_zero_on_its_own(case: str, rank: int, said: str) -> None:
+    v = _v(case)
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [rank]
+    assert any(said in r for r in v.reasons)
 
 
 def test_a_restart_that_failed_otherwise_does_not_hide_the_first_attempts_fault() -> None:
@@ -479,23 +498,6 @@ def test_quiet_ranks_tied_at_one_step_name_no_culprit() -> None:
     v = _v("sd_json_hang_r3")
     assert str(v.category) == "hang" and v.culprit.ranks == []
     assert any("ranks 1, 2, 3 reported no error and their logs all end at step 5" in r for r in v.reasons)
-
-
-def test_a_rank_no_nodes_agent_lists_exited_zero_on_its_own() -> None:
-    """Two agents, one console each: node 0's summary lists ranks 0 and 1, node 1's lists rank 3
-    (local rank 1). Node 1's local rank 0, global rank 2, is in neither: it exited with status 0."""
-    v = _v("mp_exit0_r2")
-    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [2]
-    assert any("(0, 1, 3) and not rank 2" in r for r in v.reasons)
-
-
-def test_a_job_scripts_errors_before_a_training_that_ended_are_not_its_failure() -> None:
-    """The job script ran nvidia-smi (not found), set a locale the node lacks, failed a mkdir and a
-    pip install and ran a GPU check that raised on the CPU node, then torchrun trained to step 20/20:
-    the job ended well, and those errors are named in a warning."""
-    v = _v("l_healthy_all_3r")
-    assert str(v.category) == "none"
-    assert any("before training that reached its end" in w for w in v.warnings)
 
 
 def test_the_same_errors_before_a_fault_do_not_hide_it() -> None:
