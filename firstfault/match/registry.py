@@ -232,6 +232,7 @@ class Registry:
                 continue
             if sig.pattern.search(line) is None:
                 continue
+            # higher priority; at equal priority the better role; then the smaller id
             if best is None or (sig.priority, -_ROLE_RANK[sig.role], best.id) > (
                 best.priority,
                 -_ROLE_RANK[best.role],

@@ -4,7 +4,7 @@ Steps printed after an error line by the rank that printed it show the rank outl
 step needs every rank in the process group, so the job did too. Parse notes, per file and rank,
 the line above which the file's tail still shows ``parse.facts.WENT_ON_LINES`` training lines of
 that rank (``ParseContext.training_after``; any rank's in a file whose lines name none). Before
-correlation, three kinds of line above it are demoted to noise, as a transient that healed is
+correlation, four kinds of line above it are demoted to noise, as a transient that healed is
 (``reason.transients``):
 
 * an error line **no signature knows** (the "never silent" candidates): wandb's "Network error
