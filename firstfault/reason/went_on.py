@@ -17,17 +17,18 @@ correlation, four kinds of line above it are demoted to noise, as a transient th
   after it are its rank's own (a per-rank log, steps that name their rank) or training reached its
   last step: in a console whose steps name no rank they may be its peers' (Ray's console: one
   rank's NaN, then the others' steps);
-* any other error, where **training reached its end** after it (a step counter at its total, a
-  line that marks the job's end): a job script's own commands before the launcher (no
-  ``nvidia-smi`` on the node, a GPU check that raises on a CPU node, an optional ``pip install``
-  that found nothing), or a fault a restart got past. What training then finished was not stopped
-  by it: the job ended well, and the error is named in a warning;
 * a known signature of **warning** severity that the process says of its own environment (layers
   application, framework, driver: torch's "GradScaler is enabled, but CUDA is not available",
   "Can't initialize NVML", NCCL's RAS version mismatch). A later error is then the failure (an
   OOM three steps after NVML's warning is the OOM's). The scheduler's and the launcher's warnings
   (a preemption, a death signal) end jobs, and the kernel's and the fabric's are a host's, whose
-  flapping port is the classic first sign of a later timeout: those keep their readings.
+  flapping port is the classic first sign of a later timeout: those keep their readings (but for
+  the next kind);
+* any other error, where **training reached its end** after it (a step counter at its total, a
+  line that marks the job's end): a job script's own commands before the launcher (no
+  ``nvidia-smi`` on the node, a GPU check that raises on a CPU node, an optional ``pip install``
+  that found nothing), or a fault a restart got past. What training then finished was not stopped
+  by it: the job ended well, and the error is named in a warning.
 
 Where a file's training lines name no rank, they may be other ranks' steps: ranks in a sub-mesh
 train on while one outside it died. An exception there that is its rank's last, when the launcher

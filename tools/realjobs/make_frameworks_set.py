@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from make_set import fault_args, free_port, run_job, truth_record  # the sibling script (tools/realjobs/ is on sys.path)
+from make_set import fault_args, free_port, job_env, run_job, truth_record  # the sibling script (on sys.path)
 
 HERE = Path(__file__).resolve().parent
 Case = tuple[str, str, int, int, str, list[int], str, dict[str, object]]
@@ -209,7 +208,7 @@ def run_case(out: Path, case: Case, python: str) -> Path:
     d = out / case[0]
     d.mkdir(parents=True, exist_ok=True)
     argv = command(case, python, d)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", MASTER_PORT=str(free_port()))
+    env = dict(job_env(case[7]), MASTER_PORT=str(free_port()))
     t0 = time.monotonic()
     interrupt = case[7].get("interrupt_after")  # a Ctrl-C after that many seconds (make_set.run_job)
     rc = run_job(argv, env, d / "console.log", interrupt_after=float(interrupt) if interrupt is not None else None)

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from make_set import fault_args, free_port, truth_record  # the sibling script
+from make_set import fault_args, free_port, job_env, truth_record  # the sibling script
 
 HERE = Path(__file__).resolve().parent
 NODES, PER_NODE = 2, 2
@@ -128,8 +128,7 @@ def run_case(out: Path, case: tuple) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     port = free_port()
     args = fault_args(fault, rank, step, extra, d)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    env.update(extra.get("env", {}))  # type: ignore[arg-type]
+    env = job_env(extra)
     cluster = extra.get("cluster")
     t0 = time.time()
     procs = [_agent(0, port, args, d / "node0.log", env)]

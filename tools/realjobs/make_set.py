@@ -460,6 +460,14 @@ def fault_args(fault: str, rank: int, step: int, extra: dict[str, object], d: Pa
     ]
 
 
+def job_env(extra: dict[str, object]) -> dict[str, str]:
+    """The environment every job here runs in: one thread per rank, unbuffered output (a killed
+    rank's last lines reach the console), and the case's own variables (``extra["env"]``)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env.update(extra.get("env", {}))  # type: ignore[call-overload]
+    return env
+
+
 def truth_record(case: tuple, nproc: int, rc: int, took_s: float, argv: list[str]) -> dict[str, object]:
     """The label of a case, from its injection, written before firstfault sees the bundle."""
     _name, fault, _rank, step, cat, culprits, action, _extra = case
@@ -558,8 +566,7 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
         make = "import sys, torch, torch.nn as nn; " + RESUME[extra["resume"]]  # type: ignore[index]
         subprocess.run([sys.executable, "-c", make, str(ckpt)], check=True)
         argv += ["--resume", str(ckpt)]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    env.update(extra.get("env", {}))  # type: ignore[arg-type]
+    env = job_env(extra)
     busy = None
     if extra.get("port_busy"):  # another job's store already listens on the port this job was given
         busy = socket.socket()

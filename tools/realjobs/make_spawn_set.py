@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from make_set import fault_args, free_port, run_job, truth_record  # the sibling script
+from make_set import fault_args, free_port, job_env, run_job, truth_record  # the sibling script
 
 HERE = Path(__file__).resolve().parent
 # (name, fault, rank, step, expected category, culprit ranks, action, extra); extra "launcher":
@@ -93,8 +92,7 @@ def run_case(out: Path, case: tuple) -> Path:
         argv += ["--master-port", str(free_port()), str(HERE / "train.py"), *args]
     else:
         argv = [sys.executable, str(HERE / "spawn_train.py"), str(nproc), str(free_port()), *args]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    env.update(extra.get("env", {}))  # type: ignore[arg-type]
+    env = job_env(extra)
     t0 = time.time()
     interrupt = extra.get("interrupt_after")  # a Ctrl-C after that many seconds (make_set.run_job)
     rc = run_job(argv, env, d / "console.log", interrupt_after=float(interrupt) if interrupt is not None else None)
