@@ -1,6 +1,6 @@
 """Build firstfault's development set of real SLURM jobs from ``train.py`` (not the simulator).
 
-    python tools/realjobs/make_slurm_set.py OUT [--only CASE ...]
+    python tools/realjobs/make_slurm_set.py OUT [--set 1|2] [--only CASE ...]
 
 A real SLURM (Debian's slurmctld/slurmd/munge, two nodes on this host, started by
 ``firstfault_sim.slurm.SlurmCluster``) runs ``train.py`` through ``srun -l`` (or torchrun
@@ -42,6 +42,44 @@ CASES: list[tuple[str, str, int, int, str, list[int], list[str], str, dict[str, 
     ("s_scancel", "none", 0, 0, "scheduler", [], [], "none", {"steps": 1000000, "scancel_after": 4}),
     ("s_abort_r1_kill", "abort", 1, 3, "process_crash", [1], [], "restart", {"kill": True, "style": "print"}),
 ]
+# Set 2: faults set 1 lacks under SLURM (a rank whose memory grows until the step's limit kills it,
+# torchrun under srun, TORCH_DISTRIBUTED_DEBUG=DETAIL, a job script with a step before training),
+# labelled here from the injection before firstfault saw a bundle.
+CASES_2: list[tuple[str, str, int, int, str, list[int], list[str], str, dict[str, object]]] = [
+    ("s2_healthy_torchrun", "none", 0, 0, "none", [], [], "none", {"launcher": "torchrun", "steps": 30}),
+    ("s2_healthy_print", "none", 0, 0, "none", [], [], "none", {"style": "print", "steps": 40}),
+    ("s2_leak_r1", "leak", 1, 3, "host_oom", [1], [], "stop", {"mem": "1500M", "steps": 400}),
+    ("s2_hang_r3_torchrun", "hang", 3, 4, "hang", [3], [], "restart", {"launcher": "torchrun"}),
+    ("s2_missing_file_r1", "missing_file_one", 1, 0, "configuration", [1], [], "stop", {}),
+    ("s2_dl_worker_kill_r2", "dl_worker_kill", 2, 4, "host_oom", [2], [], "stop", {}),
+    ("s2_exit0_r2", "exit0", 2, 5, "application_error", [2], [], "stop", {"style": "rankfmt"}),
+    (
+        "s2_detail_mismatch_r3",
+        "detail_mismatch",
+        3,
+        4,
+        "collective_mismatch",
+        [3],
+        [],
+        "stop",
+        {"env": {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}},
+    ),
+    ("s2_shape_r1_torchrun", "shape", 1, 5, "application_error", [1], [], "stop", {"launcher": "torchrun"}),
+    ("s2_pre_step_exc_r0", "exception", 0, 5, "application_error", [0], [], "stop", {"pre_step": True}),
+    (
+        "s2_hang_timelimit_torchrun_r2",
+        "hang",
+        2,
+        4,
+        "hang",
+        [2],
+        [],
+        "restart",
+        {"launcher": "torchrun", "time": "1", "timeout": 3600, "steps": 100000},
+    ),
+    ("s2_divisible", "divisible", 0, 0, "configuration", [], [], "stop", {"style": "print"}),
+]
+SETS = {1: CASES, 2: CASES_2}
 
 
 class MemCluster(SlurmCluster):
@@ -86,7 +124,10 @@ def script(case: tuple, bundle: Path, port: int) -> str:
             f"exec {train}'"
         )
     head = "\n".join(f"#SBATCH {o}" for o in sb)
-    return f"#!/bin/bash\n{head}\nexport MASTER_ADDR=127.0.0.1 MASTER_PORT={port}\n{body}\n"
+    env = "".join(f"export {k}={v}\n" for k, v in dict(opts.get("env", {})).items())  # type: ignore[call-overload]
+    if opts.get("pre_step"):  # a job step before training, as job scripts check their nodes
+        env += f"srun -l {sys.executable} -c 'import socket, torch; print(socket.gethostname(), torch.__version__)'\n"
+    return f"#!/bin/bash\n{head}\nexport MASTER_ADDR=127.0.0.1 MASTER_PORT={port}\n{env}{body}\n"
 
 
 def run(c: SlurmCluster, case: tuple, out: Path) -> tuple[JobRecord, float]:
@@ -130,9 +171,10 @@ def finish(c: SlurmCluster, case: tuple, rec: JobRecord, t0: float) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
+    ap.add_argument("--set", type=int, choices=sorted(SETS), default=1)
     ap.add_argument("--only", nargs="*")
     a = ap.parse_args()
-    cases = [c for c in CASES if not a.only or c[0] in a.only]
+    cases = [c for c in SETS[a.set] if not a.only or c[0] in a.only]
     slow = [c for c in cases if c[8].get("time")]
     fast = [c for c in cases if not c[8].get("time")]
     with MemCluster() as c:

@@ -80,6 +80,7 @@ FAULTS = (
     "shape",
     "dl_worker_segv",
     "assert",
+    "leak",
 )
 
 
@@ -197,6 +198,8 @@ def main() -> None:
     import torch.nn as nn
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DataLoader, Dataset
+
+    leaked: list[torch.Tensor] = []  # the "leak" fault's growing store
 
     if a.fault == "version":
         need = (3, 1)
@@ -341,6 +344,9 @@ def main() -> None:
         opt.step()
         if a.fault == "straggler" and hit:
             time.sleep(0.04)
+        if a.fault == "leak" and hit and step >= a.step:  # a history of activations kept by mistake
+            leaked.append(torch.ones(16 * 1024 * 1024))  # 64 MiB a step, touched
+            time.sleep(0.3)  # slow enough for a memory sampler of one second to see it grow
         if a.fault.startswith("dcp_") and step == a.step:
             save_dcp(a, model, step, rank, hit)
         if a.fault == "rank0_barrier" and rank == 0 and step == a.step:
