@@ -438,3 +438,24 @@ def test_a_rank_prefix_in_lightnings_and_trainers_own_form_names_the_rank(tmp_pa
         for r in (1, 2, 3)
     ]
     assert str(analyze_text(tmp_path, "\n".join(warned) + "\n", "warned.txt").category) == "none"
+
+
+# A retrieval trainer's progress line (MCC-WH/Token, https://github.com/MCC-WH/Token/issues/7, a healthy
+# 4-GPU run its maintainer pasted): "Top1 error" is a metric, and 100.0000 its value at step 0
+TOKEN_7 = [
+    ">> Train Epoch: [0] [   0/4003] eta: 7:57:37 ArcFace loss: 17.7435 Top1 error: 100.0000 Top5 error: "
+    "100.0000 iter time: 7.1591 s max mem: 16887 MB",
+    ">> Train Epoch: [0] [  10/4003] eta: 2:35:33 ArcFace loss: 17.6894 Top1 error: 100.0000 Top5 error: "
+    "100.0000 iter time: 2.3376 s max mem: 18134 MB",
+]
+
+
+def test_an_error_rate_a_training_loop_logs_is_a_metric_not_an_error(tmp_path: Path) -> None:
+    """ "error: 100.0000" is a measurement (a number with a fraction after the word), so a healthy
+    run logging it is not flagged; the rest of such a line still counts when it holds an error."""
+    assert str(analyze_text(tmp_path, "\n".join(TOKEN_7) + "\n").category) == "none"
+    from firstfault.match.unrecognised import is_error_line
+
+    assert not is_error_line(TOKEN_7[0])
+    assert is_error_line("ValueError: Top1 error: 100.0000 is not a valid metric value")
+    assert is_error_line("NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 129")

@@ -79,6 +79,13 @@ _NOT_AN_ERROR = re.compile(
     r"|\b(?:no|0|zero|without) (?:errors?|failures?)\b|\b(?:errors?|failures?|failed)\s*[=:]\s*0\b"
     r"|\b0 failed\b|\bif (?:it |this )?fails\b)"
 )
+# A measurement named "error": "Top1 error: 100.0000", "val_error=0.231", "error rate 12.5%", "mean squared
+# error: 0.0042". A number with a fractional part after the word is a metric a training loop logs
+# (an error code is an integer: "error 4", "Error: 2"), so the span is blanked before the words are
+# looked for; the rest of the line still counts ("ValueError: ... error 1.5" stays an error line).
+_METRIC = re.compile(
+    r"(?<![A-Za-z])(?:[Ee]rr(?:or)?s?|ERR(?:OR)?)(?: rate)?\s*[:=]?\s*[-+]?\d*\.\d+(?:[eE][-+]?\d+)?%?"
+)
 _NCCL_WARN = "NCCL WARN"
 # A stack frame, or the source line a traceback prints under one ("    raise CalledProcessError(...)"):
 # its words are code, not a message.
@@ -95,7 +102,9 @@ def is_error_line(text: str) -> bool:
         return True  # NCCL prints WARN only when something went wrong
     if _FRAME.match(text):
         return False  # a stack frame: the words are in a path or a function name
-    bare = _PATH.sub(" ", text)  # "errors/__init__.py", "/data/failed_runs/": not words of the message
+    bare = _METRIC.sub(
+        " ", _PATH.sub(" ", text)
+    )  # "errors/__init__.py", "/data/failed_runs/", "error: 0.25": not words of the message
     if _ERROR_WORD.search(bare) is None:
         return False
     return _NOT_AN_ERROR.search(bare) is None
