@@ -375,22 +375,37 @@ def _awaited_by_all(corr: Correlation, e: Event, progress: Sequence[RankProgress
     join the `ray.train.report` call: [1]"), not by each victim: the line belongs to no rank, and
     the rank it names is the one every other rank waits for. With no error before it, that rank
     is stuck: a hang on it.
+
+    The naming may come a line after the earliest error: JAX's surviving processes print "Terminating
+    process because the JAX distributed service detected fatal errors ... The following tasks are
+    unhealthy (stopped sending heartbeats):" and name the dead task on the next line. So when the
+    earliest report names nobody, the other rank-less reports are asked; the reading is then the
+    naming report's own (a hang for a wait, a crash for a task that stopped heartbeating).
     """
     if e.rank is not None:
         return None
+    naming = e
     awaited = awaited_ranks([e])
+    if not awaited:
+        others = [x for x in corr.errors if x.rank is None and x.role == Role.CASCADE and awaited_ranks([x])]
+        if not others:
+            return None
+        naming = min(others, key=sort_key)
+        awaited = awaited_ranks(others)
     named = [r for r, _ in awaited.most_common() if r not in corr.ranks or not corr.ranks[r].roots]
     if not named:
         return None
     r = named[0]
+    first = "the earliest error is" if naming is e else f"the earliest error is followed by ({naming.signature})"
     reasons = [
-        f"the earliest error is a report of who waits for whom, and it names rank(s) {rank_list(sorted(awaited))} "
+        f"{first} a report of who waits for whom, and it names rank(s) {rank_list(sorted(awaited))} "
         f"as the one(s) the others wait for: nothing earlier shows a fault of their own, so rank {r} is stuck"
     ]
     p = next((p for p in progress if p.rank == r), None)
     if p is not None and p.last_step is not None:
         reasons.append(f"its last progress was step {p.last_step} at {iso(p.last_step_ts)}")
-    return Candidate(CandidateKind.SILENT, e, r, None, e.ts, Category.HANG, reasons)
+    cat = Category.HANG if naming is e or naming.category == Category.HANG else naming.category
+    return Candidate(CandidateKind.SILENT, e, r, None, e.ts, cat, reasons)
 
 
 def _behind_or_named(corr: Correlation, prog: dict[int, RankProgress], fr_pos_of: dict[int, int]) -> list[int]:
