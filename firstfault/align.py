@@ -316,9 +316,17 @@ def console_attempt_starts(events: Sequence[Event]) -> dict[int, float]:
     group") only at INFO, but logs each attempt's first failure at ERROR ("failed (exitcode: -9)
     local_rank: 1 ..."), once per attempt: every such line but the last ends an attempt that was
     restarted. One console only: two nodes' agents each log their own line for the same attempt.
+    Under ``srun torchrun`` both agents write into one job output (their srun labels tell them
+    apart, and the parser gives each line its agent's host): the failure lines are then counted
+    per host, and only a host that logged more than one has restarts to show.
     """
     restarts = sorted({e.ts for e in events if e.signature == RESTART and e.ts is not None and e.attempt is None})
-    failed = sorted({e.ts for e in events if e.signature == WORKER_FAILED and e.ts is not None and e.attempt is None})
+    per_host: dict[str | None, set[float]] = {}
+    for e in events:
+        if e.signature == WORKER_FAILED and e.ts is not None and e.attempt is None:
+            per_host.setdefault(e.host, set()).add(e.ts)
+    most = max(per_host.values(), key=lambda ts: len(ts), default=set[float]())
+    failed = sorted(most)
     sources = {e.source for e in events if e.signature in (RESTART, WORKER_FAILED) and e.attempt is None}
     bounds = restarts or failed[:-1]
     if len(sources) != 1 or not bounds:

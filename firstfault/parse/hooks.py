@@ -32,7 +32,8 @@ CMD_LINES = 12  # a terminal wraps a long command list over a few lines
 
 def torchelastic_failure_record(ev: Event, hit: Hit, ctx: ParseContext) -> None:
     """Fill rank/host/time of one ChildFailedError failure entry from the lines above it."""
-    above = hit.before(8)
+    # the lines as printed may carry a launcher's label ("1:   rank      : 3 (local_rank: 1)" under srun)
+    above = [strip_prefixes(line)[0] for line in hit.before(8)]
     for i, line in enumerate(reversed(above)):
         if m := _REC_RANK.match(line):
             ev.rank, ev.local_rank = int(m["rank"]), int(m["local_rank"])

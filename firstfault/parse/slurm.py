@@ -36,7 +36,7 @@ from firstfault.parse.base import LineInfo, ParseContext, SourceParser, register
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.vocab import FileKind, TsQuality
-from firstfault.vocab.identity import ELASTIC_PREFIX
+from firstfault.vocab.identity import ELASTIC_PREFIX, TORCHRUN_AGENT
 from firstfault.vocab.topology import Topology
 
 HEAD_BYTES = 64 * 1024
@@ -64,9 +64,9 @@ _ENV_ECHO = re.compile(
 )
 # torchrun agent lines naming a worker: "failed (exitcode: 1) local_rank: 0 (pid: ...)"
 # torchrun's own glog lines (the agent, not a worker): "W1202 16:28:56.950997 1228267 torch/distributed/run.py:793]"
-_TORCHRUN_AGENT = re.compile(
-    r"^[IWEF]\d{4} [\d:.]+ +\d+ torch/distributed/(?:run\.py|elastic/agent/|elastic/multiprocessing/api\.py)"
-)
+# an entry of torchrun's ChildFailedError summary (torch/distributed/elastic/multiprocessing/errors:
+# _FAILURE_FORMAT_TEMPLATE "  rank      : ${rank} (local_rank: ${local_rank})")
+_SUMMARY_RANK = re.compile(r"^\s*rank\s*: (?P<rank>\d+) \(local_rank: (?P<lr>\d+)\)")
 _AGENT_LR = re.compile(r"\blocal_rank: (?P<lr>\d+)\b")
 _KV_KEY = re.compile(r"(?:^|(?<=\s))(?P<key>[A-Za-z][\w/:.()-]*)=")
 _TPN = re.compile(r"^(?P<n>\d+)(?:\(x(?P<times>\d+)\))?$")
@@ -301,13 +301,16 @@ class Facts:
     def learn_line(self, line: str) -> None:
         m = _SRUN_LABEL.match(line)
         body = line[m.end() :] if m else line
-        if m and _TORCHRUN_AGENT.search(body[:120]):
+        if m and TORCHRUN_AGENT.search(body[:120]):
             self.agent_labels = True  # "245: W1202 ... torch/distributed/run.py:793] ..." is a node's torchrun
         if m and (e := ELASTIC_PREFIX.match(body)):
             self.agent_labels = True
             if r := _RANK.match(body[e.end() :]):
                 # "0: [default1]:[rank1]: ..." -> agent 0's local rank 1 is global rank 1
                 self.agent_offset.setdefault(int(m["task"]), int(r["rank"]) - int(e["lr"]))
+        if m and (s := _SUMMARY_RANK.match(body)):
+            # torchrun's failure summary, "1:   rank      : 3 (local_rank: 1)": agent 1 starts at rank 2
+            self.agent_offset.setdefault(int(m["task"]), int(s["rank"]) - int(s["lr"]))
         if (t := _SRUN_TASKS.match(body)) is not None:
             for task in expand_tasks(t["tasks"]):
                 self.exact.setdefault(task, t["host"])

@@ -21,6 +21,12 @@ ELASTIC_PREFIX = re.compile(r"^\[(?!rank\d)(?P<role>[A-Za-z_][\w-]*?)(?P<lr>\d+)
 RANK_PREFIX = re.compile(r"^\[rank(?:(?P<rank>\d+)\]:|(?:=|: )(?P<rank_eq>\d+)\] )")
 # srun -l / --label: "3: " (global task id), padded with spaces for wide jobs
 SRUN_PREFIX = re.compile(r"^\s*(?P<task>\d{1,6}): ")
+# A node's torchrun agent speaking for itself (torch.distributed.run, the elastic agent, its process
+# handling: "W1202 10:01:02.123000 245 torch/distributed/run.py:793] ..."). Under ``srun torchrun`` the
+# srun label on such a line is the node's agent, not a rank (``parse.slurm``, ``parse.facts``).
+TORCHRUN_AGENT = re.compile(
+    r"^[IWEF]\d{4} [\d:.]+ +\d+ torch/distributed/(?:run\.py|elastic/agent/|elastic/multiprocessing/api\.py)"
+)
 # mpirun --tag-output (Open MPI orte/mca/iof: "[%s,%d]<%s>:" job id, vpid, stream), after an optional
 # leading timestamp that a log collector put in front ("2019-06-02T16:13:44.884Z: [1,12]<stdout>:")
 MPI_PREFIX = re.compile(r"^(?:\S{8,40}: )?\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:")
