@@ -120,6 +120,7 @@ def _after_parse(
     inp = ReasoningInput(
         topology=topo,
         progress=pr.rank_progress(first),
+        job_progress=pr.job_progress(first),
         fr=fr,
         action_of={s.id: s.action for s in registry.signatures if s.action is not None},
         fr_events=fr_events(fr, dumps, len(pr.events)),

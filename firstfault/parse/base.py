@@ -97,6 +97,9 @@ class ParseContext:
     topology: Topology = field(default_factory=Topology)
     # attempt -> rank -> progress; torchrun restarts start every rank's count again
     progress_by_attempt: dict[int, dict[int, Progress]] = field(default_factory=dict)
+    # attempt -> progress lines no rank can be given (a node's agent under srun torchrun prints all its
+    # workers' lines): they still say when the job last moved (reason.stalls)
+    unranked_progress: dict[int, Progress] = field(default_factory=dict)
     # attempt -> earliest time seen in that attempt's per-rank files
     attempt_start: dict[int, float] = field(default_factory=dict)
     has_rank_files: bool = False
@@ -196,12 +199,28 @@ class SourceParser:
             # the time was in a prefix peeled off the line: a log collector's in front of Open MPI's
             # tag ("2019-06-02T16:13:44.884Z: [1,12]<stdout>:..."), the line's own time all the same
             ts = parse_timestamp(hit.text, self.ctx.year_hint)
-        if ts is not None:
-            self._prev = (hit.buf, hit.start, ts)
-            return ts, TsQuality.EXACT
         buf_id, prev_start, prev_ts = self._prev
         same = buf_id is hit.buf
         stop = prev_start if same else 0
+        if ts is not None:
+            if ts == int(ts):
+                # a time to the second ("CANCELLED AT 2026-12-06T20:51:07") names the whole second: a
+                # line below one stamped 20:51:07.120 in the same file was written after it, not before
+                above = self._time_above(hit, stop)
+                if above is None and same:
+                    above = prev_ts  # the flagged line just above (its own or inherited time)
+                if above is not None and ts < above < ts + 1:
+                    ts = above
+            self._prev = (hit.buf, hit.start, ts)
+            return ts, TsQuality.EXACT
+        ts = self._time_above(hit, stop)
+        if ts is None:
+            ts = prev_ts if same and prev_ts is not None else self.last_ts
+        self._prev = (hit.buf, hit.start, ts)
+        return (ts, TsQuality.INHERITED) if ts is not None else (None, TsQuality.NONE)
+
+    def _time_above(self, hit: Hit, stop: int) -> float | None:
+        """The time of the nearest timed line above ``hit`` (within ``inherit_lines``, not above ``stop``)."""
         for _, above in hit.iter_before(self.inherit_lines, stop):
             if not _CLOCK.search(above, 0, 140):
                 continue
@@ -211,11 +230,8 @@ class SourceParser:
                 if m:
                     ts = parse_timestamp(above[m.end() :], self.ctx.year_hint)
             if ts is not None:
-                break
-        else:
-            ts = prev_ts if same and prev_ts is not None else self.last_ts
-        self._prev = (hit.buf, hit.start, ts)
-        return (ts, TsQuality.INHERITED) if ts is not None else (None, TsQuality.NONE)
+                return ts
+        return None
 
     def locate(self, hit: Hit) -> LineInfo:
         info = LineInfo(text="")

@@ -19,7 +19,14 @@ from firstfault.parse.base import MAX_TEXT, ParseContext, Progress
 from firstfault.parse.ray import worker_rank, worker_ranks
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.vocab import FileKind, settings
-from firstfault.vocab.identity import MPI_PREFIX, RANK_PREFIX, strip_prefixes
+from firstfault.vocab.identity import (
+    ELASTIC_PREFIX,
+    MPI_PREFIX,
+    RANK_PREFIX,
+    SRUN_PREFIX,
+    TORCHRUN_AGENT,
+    strip_prefixes,
+)
 from firstfault.vocab.text import no_ansi
 
 PROGRESS_TAIL = 16 * 1024  # ~120 progress lines: the last step and the recent step times
@@ -323,14 +330,36 @@ def absorb_lines(
     if not own_progress or (tail_text is not None and not any(lit in tail_text for lit in progress_mod.LITERALS)):
         return
     seen: dict[int, _Seen] = {}
+    unranked: dict[int, _Seen] = {}
+    srun = not _srun_labels_agents(sf, head, lines)
     for i, raw in enumerate(lines):
         if not any(lit in raw for lit in progress_mod.LITERALS):
             continue
-        text, local_rank, rank = strip_prefixes(raw)
+        text, local_rank, rank = strip_prefixes(raw, srun=srun)
         if rank is None:
             rank = local_rank if local_rank is not None else sf.local_rank
-        _progress(text, rank, ctx, sf, first_no + i, seen)
+        _progress(text, rank, ctx, sf, first_no + i, seen, unranked)
     _merge_progress(seen, ctx, sf)
+    if unranked and not seen:
+        _merge_progress(unranked, ctx, sf, {-1: ctx.unranked_progress})
+
+
+def _srun_labels_agents(sf: SourceFile, head: list[str], lines: list[str]) -> bool:
+    """Under ``srun torchrun`` a job output's ``N: `` label is node N's torchrun agent, which prints
+    the lines of all its workers: a progress line "1: step 4/20" is then some rank of node 1, not
+    rank 1 (``parse.slurm`` reads the labels the same way for events)."""
+    if sf.kind != FileKind.SLURM_OUTPUT:
+        return False
+    for raw in (*head, *lines):
+        if "torch/distributed/" not in raw and "[default" not in raw:
+            continue
+        m = SRUN_PREFIX.match(raw)
+        if m is None:
+            continue
+        body = raw[m.end() :]
+        if ELASTIC_PREFIX.match(body) or TORCHRUN_AGENT.match(body):
+            return True
+    return False
 
 
 @dataclass(slots=True)
@@ -348,7 +377,13 @@ class _Seen:
 
 
 def _progress(
-    text: str, rank: int | None, ctx: ParseContext, sf: SourceFile, line: int, seen: dict[int, _Seen]
+    text: str,
+    rank: int | None,
+    ctx: ParseContext,
+    sf: SourceFile,
+    line: int,
+    seen: dict[int, _Seen],
+    unranked: dict[int, _Seen] | None = None,
 ) -> None:
     got = progress_mod.match_progress_own(text)
     if got is None:
@@ -359,7 +394,9 @@ def _progress(
         ctx.dir_rank.setdefault(sf.rel.rsplit("/", 1)[0], named)
     r = named if named is not None else rank
     if r is None:
-        return
+        if unranked is None:
+            return
+        r, seen = -1, unranked  # the job moved; which rank, the line does not say
     s = seen.get(r)
     if s is None:
         s = seen[r] = _Seen(step, text, step, text, line)
@@ -374,9 +411,15 @@ def _progress(
             s.own.append(own)
 
 
-def _merge_progress(seen: dict[int, _Seen], ctx: ParseContext, sf: SourceFile) -> None:
-    """Fold a file's per-rank progress into the bundle's (first and last step, with their times)."""
-    prog = ctx.progress_by_attempt.setdefault(sf.attempt or 0, {})
+def _merge_progress(
+    seen: dict[int, _Seen], ctx: ParseContext, sf: SourceFile, into: dict[int, dict[int, Progress]] | None = None
+) -> None:
+    """Fold a file's per-rank progress into the bundle's (first and last step, with their times);
+    ``into`` {-1: attempt -> progress} folds the lines no rank can be given into ``unranked_progress``."""
+    if into is not None:
+        prog = {-1: into[-1].setdefault(sf.attempt or 0, Progress())}
+    else:
+        prog = ctx.progress_by_attempt.setdefault(sf.attempt or 0, {})
     for r, s in seen.items():
         p = prog.setdefault(r, Progress())
         if sf.kind == FileKind.ELASTIC_RANK_LOG and sf.host:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from statistics import median
 
-from firstfault.parse.base import ParseContext
+from firstfault.parse.base import ParseContext, Progress
 from firstfault.parse.ibstat import HostIB
 from firstfault.vocab import Event, RankProgress, settings
 
@@ -80,24 +80,30 @@ class ParseResult:
         return {rank: list(p.own_ms) for rank, p in self.ctx.progress(attempt).items() if p.own_ms}
 
     def rank_progress(self, attempt: int | None = None) -> list[RankProgress]:
-        out = []
-        for rank, p in sorted(self.ctx.progress(attempt).items()):
-            med = median(p.step_ms) if p.step_ms else None
-            interval = None
-            if p.first_ts is not None and p.last_ts is not None and p.last_step and p.last_step > (p.first_step or 0):
-                interval = (p.last_ts - p.first_ts) / (p.last_step - (p.first_step or 0))
-            tail = p.step_ms[-max(RECENT_MIN_STEPS, len(p.step_ms) // 4) :]
-            recent = median(tail) if len(p.step_ms) >= 2 * RECENT_MIN_STEPS else None
-            out.append(
-                RankProgress(
-                    rank=rank,
-                    last_step=p.last_step,
-                    last_step_ts=p.last_ts,
-                    steps_seen=p.steps_seen,
-                    median_step_ms=med,
-                    host=self.ctx.topology.rank_host.get(rank) or p.host,
-                    recent_step_ms=recent,
-                    step_interval_s=round(interval, 3) if interval else None,
-                )
-            )
-        return out
+        return [self._progress_of(rank, p) for rank, p in sorted(self.ctx.progress(attempt).items())]
+
+    def job_progress(self, attempt: int | None = None) -> RankProgress | None:
+        """The job's progress from lines no rank can be given (rank -1), where no rank's is known."""
+        if self.ctx.progress(attempt) or not self.ctx.unranked_progress:
+            return None
+        key = min(self.ctx.unranked_progress) if attempt is None else attempt
+        p = self.ctx.unranked_progress.get(key)
+        return None if p is None else self._progress_of(-1, p)
+
+    def _progress_of(self, rank: int, p: Progress) -> RankProgress:
+        med = median(p.step_ms) if p.step_ms else None
+        interval = None
+        if p.first_ts is not None and p.last_ts is not None and p.last_step and p.last_step > (p.first_step or 0):
+            interval = (p.last_ts - p.first_ts) / (p.last_step - (p.first_step or 0))
+        tail = p.step_ms[-max(RECENT_MIN_STEPS, len(p.step_ms) // 4) :]
+        recent = median(tail) if len(p.step_ms) >= 2 * RECENT_MIN_STEPS else None
+        return RankProgress(
+            rank=rank,
+            last_step=p.last_step,
+            last_step_ts=p.last_ts,
+            steps_seen=p.steps_seen,
+            median_step_ms=med,
+            host=self.ctx.topology.rank_host.get(rank) or p.host,
+            recent_step_ms=recent,
+            step_interval_s=round(interval, 3) if interval else None,
+        )

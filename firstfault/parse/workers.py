@@ -69,6 +69,10 @@ def _quiet_worker() -> None:
 def _merge(into: ParseContext, part: ParseContext) -> None:
     for att, prog in part.progress_by_attempt.items():
         into.progress_by_attempt.setdefault(att, {}).update(prog)
+    for att, up in part.unranked_progress.items():
+        cur = into.unranked_progress.get(att)
+        if cur is None or (up.last_ts or 0.0) > (cur.last_ts or 0.0):
+            into.unranked_progress[att] = up
     for att, t in part.attempt_start.items():
         into.attempt_start[att] = min(t, into.attempt_start.get(att, t))
     into.dir_rank.update(part.dir_rank)

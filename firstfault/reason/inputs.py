@@ -23,6 +23,7 @@ class ReasoningInput:
 
     topology: Topology = field(default_factory=Topology)
     progress: list[RankProgress] = field(default_factory=list)
+    job_progress: RankProgress | None = None  # rank -1: steps no rank can be given, where no rank's are known
     fr: FRAnalysis | None = None
     action_of: dict[str, Action] = field(default_factory=dict)
     fr_events: list[Event] = field(default_factory=list)

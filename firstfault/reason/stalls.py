@@ -146,8 +146,11 @@ def waited_at_stop(win: Candidate, corr: Correlation, ev: ReasoningInput) -> Can
 
 def _last_progress(ev: ReasoningInput) -> tuple[list[RankProgress], float | None, float | None]:
     """The ranks with a step, the time of the last step any of them made, and the median step
-    interval (None where unknown)."""
+    interval (None where unknown). With no rank's progress known, the job's own (steps no rank can
+    be given: ``ReasoningInput.job_progress``) still says when the job last moved."""
     prog = [p for p in ev.progress if p.last_step_ts is not None and p.last_step is not None]
+    if not prog and ev.job_progress is not None and ev.job_progress.last_step_ts is not None:
+        prog = [ev.job_progress] if ev.job_progress.last_step is not None else []
     if not prog:
         return prog, None, None
     last = max(p.last_step_ts for p in prog if p.last_step_ts is not None)
