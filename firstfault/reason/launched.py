@@ -7,12 +7,17 @@ silent rank the culprit).
 
 from __future__ import annotations
 
+from firstfault.parse.slurm import expand_tasks
 from firstfault.reason.correlate import Candidate
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.vocab import CandidateKind, Category, Event
 from firstfault.vocab.text import rank_list
 
 LAUNCH_RECORD = "torchelastic.failure_record"
+# srun's per-task end lines (signatures/slurm.toml): each names tasks that did not exit 0
+SRUN_EXITS = frozenset(
+    ("slurm.task_exit", "slurm.task_terminated", "slurm.task_killed", "slurm.task_crash_signal", "slurm.task_oom")
+)
 
 
 def never_launched(pool: list[int], awaited: dict[int, int], ev: ReasoningInput) -> Candidate | None:
@@ -62,7 +67,7 @@ def exited_cleanly(ev: ReasoningInput) -> dict[int, str]:
     records = [e for e in ev.events if e.signature == LAUNCH_RECORD and e.rank is not None]
     listed = {e.rank for e in records if e.rank is not None}
     if not listed:
-        return {}
+        return _srun_left_out(ev)
     world = _agents_workers(records) if len({e.source for e in records}) > 1 else set(range(max(listed) + 1))
     missing = world - listed
     if len(missing) != 1:
@@ -75,6 +80,39 @@ def exited_cleanly(ev: ReasoningInput) -> dict[int, str]:
         f"torchrun's summary lists how every other rank ended ({rank_list(sorted(listed))}) and not rank {r}: "
         "its process exited with status 0 while its peers still needed it (a sys.exit(0) or an early return on "
         "that rank alone, such as an early-stopping decision its peers never made)"
+    )
+    return {r: why}
+
+
+def _srun_left_out(ev: ReasoningInput) -> dict[int, str]:
+    """The one task srun's exit lines leave out, when srun started one task per rank.
+
+    srun reports each task that ended otherwise than with status 0 ("srun: error: node01: task 1:
+    Exited with exit code 1", "tasks 2-3: Killed"); a task it never names ended with 0. With the
+    world known (or ranks 0 to the highest named), the one rank left out, whose peers then lost it,
+    ended its program on its own. Not under ``srun torchrun``, whose tasks are nodes' agents.
+    """
+    if any(e.signature.startswith("torchelastic.") for e in ev.events):
+        return {}
+    listed: set[int] = set()
+    for e in ev.events:
+        if e.signature in SRUN_EXITS and e.fields.get("tasks"):
+            listed.update(expand_tasks(e.fields["tasks"]))
+    if not listed:
+        return {}
+    size = ev.topology.world_size or max(listed) + 1
+    world = set(range(size))
+    missing = world - listed
+    if len(missing) != 1 or not listed <= world:
+        return {}
+    (r,) = missing
+    if any(e.rank is not None and e.rank not in world for e in ev.events):
+        return {}
+    why = (
+        f"srun reports how every other task ended ({rank_list(sorted(listed))}) and not task {r}: srun names each "
+        "task that ends otherwise than with status 0, so its process exited with status 0 while its peers still "
+        "needed it (a sys.exit(0) or an early return on that rank alone, such as an early-stopping decision its "
+        "peers never made)"
     )
     return {r: why}
 
