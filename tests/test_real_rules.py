@@ -503,3 +503,37 @@ def test_quiet_ranks_tied_at_one_step_name_no_culprit() -> None:
 def test_the_same_errors_before_a_fault_do_not_hide_it() -> None:
     v = _v("l_gpu_check_then_exception_r2")
     assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [2]
+
+
+def test_srun_torchrun_agents_are_nodes_not_restarts() -> None:
+    """Under ``srun torchrun`` two nodes' agents print their summaries into one job output: two
+    attempts' worth of failure lines from two hosts are one attempt, and the summary's "rank : 3
+    (local_rank: 1)" under label 1 places agent 1's workers, so the quiet rank 3 is found."""
+    v = _v("s2_hang_r3_torchrun")
+    assert str(v.category) == "hang" and v.culprit.ranks[:1] == [3]
+    assert not any("restarted the job" in r for r in v.reasons)
+
+
+def test_steps_no_rank_can_be_given_still_date_the_stall_before_a_time_limit() -> None:
+    """An agent's srun label is a node, so its workers' step lines belong to no rank; they still
+    say the job stopped moving long before the time limit ended it."""
+    v = _v("s2_hang_timelimit_torchrun_r2")
+    assert str(v.category) == "hang"
+    assert any("before the time limit" in r for r in v.reasons)
+    assert all(p.rank >= 0 for p in v.progress)  # no rank made up for the node's lines
+
+
+def test_the_task_srun_never_names_ended_with_status_zero() -> None:
+    """srun names every task that did not exit 0; the one it leaves out, whose peers lost it,
+    ended its program itself (an early stop on one rank), not a crash."""
+    v = _v("s2_exit0_r2")
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [2]
+    assert any("srun reports how every other task ended" in r for r in v.reasons)
+
+
+def test_a_memory_kill_is_not_preceded_by_the_cancel_stamped_in_its_second() -> None:
+    """slurmstepd's "CANCELLED AT 20:51:07" names a whole second; the memory-limit kill above it,
+    after a step stamped 20:51:07.120, came first: the fault is memory, not the scheduler."""
+    v = _v("s2_leak_r1")
+    assert str(v.category) == "host_oom"
+    assert "exceeded memory limit" in v.summary
