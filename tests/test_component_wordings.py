@@ -459,3 +459,15 @@ def test_an_error_rate_a_training_loop_logs_is_a_metric_not_an_error(tmp_path: P
     assert not is_error_line(TOKEN_7[0])
     assert is_error_line("ValueError: Top1 error: 100.0000 is not a valid metric value")
     assert is_error_line("NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 129")
+
+
+def test_a_paste_that_states_a_world_size_is_a_jobs_log(tmp_path: Path) -> None:
+    """A distributed test's summary ("World Size: 16", ROCm/container-toolkit PR 75's pass log) holds
+    no launcher or error line, but a world size is a distributed job's own fact: it is read (no
+    failure), not refused. Text without one is still refused."""
+    from firstfault.vocab.errors import BundleError
+
+    rocm = "Job ID: 372\nTimestamp: 2026-01-06 06:43:27\nWorld Size: 16\nBackend: nccl/rccl\n"
+    assert str(analyze_text(tmp_path, rocm).category) == "none"
+    with pytest.raises(BundleError, match="does not look like the output of a training job"):
+        analyze_text(tmp_path, "Job ID: 372\nTimestamp: 2026-01-06 06:43:27\nBackend: nccl/rccl\n", "other.txt")

@@ -242,7 +242,7 @@ def _rank_tagged(lines: list[str], ctx: ParseContext, blob: str | None = None) -
 # "MEMBER: 1/8", an MPI launcher's command line ("mpirun -np 32 ...", horovodrun's "-np 4"). A
 # claimed size above ``Limits.max_world`` is not believed (it would only cost memory).
 _WORLD = re.compile(
-    r"(?:\bWORLD_SIZE=|\bworld[_ ]size\b['\"]?\s*(?:[:=]|\.{3,})\s*|\bn[Rr]anks |\bsize: (?=\d+, global rank: )"
+    r"(?:\bWORLD_SIZE=|\b[Ww]orld[_ ][Ss]ize\b['\"]?\s*(?:[:=]|\.{3,})\s*|\bn[Rr]anks |\bsize: (?=\d+, global rank: )"
     r"|\bMEMBER: \d+/|\b(?:mpirun|mpiexec|horovodrun)\b[^\n]{0,200}?\s-(?:np|n)\s+)(?P<n>\d{1,7})\b"
 )
 _WORLD_WORDS = ("ize", "anks", "MEMBER", "mpirun", "mpiexec", "horovodrun")

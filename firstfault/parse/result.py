@@ -69,6 +69,7 @@ class ParseResult:
             or self.ctx.has_error_files
             or self.ctx.has_job_output_kind
             or self.ctx.job_evidence
+            or self.ctx.topology.world_size is not None  # a line states a distributed world's size
         )
 
     def launched(self) -> bool:
