@@ -471,3 +471,17 @@ def test_a_paste_that_states_a_world_size_is_a_jobs_log(tmp_path: Path) -> None:
     assert str(analyze_text(tmp_path, rocm).category) == "none"
     with pytest.raises(BundleError, match="does not look like the output of a training job"):
         analyze_text(tmp_path, "Job ID: 372\nTimestamp: 2026-01-06 06:43:27\nBackend: nccl/rccl\n", "other.txt")
+
+
+def test_a_generic_cuda_failure_gives_way_to_the_context_nccl_prints_below_it(tmp_path: Path) -> None:
+    """NCCL's CUDACHECK prints "Cuda failure 'invalid argument'" where cudaHostRegister fails, then
+    the context on its way out (a blog's 4-GPU job, https://blog.gitcode.com/b8ec7f55eca44c1ea375b0102d4246dc.html,
+    /dev/shm too small): the second line says what failed, so it reads configuration, not unknown."""
+    text = (
+        "NCCL WARN Cuda failure 'invalid argument'\n"
+        "NCCL WARN Error while creating shared memory segment /dev/shm/nccl-NzwJ7O (size 9637888)\n"
+    )
+    v = analyze_text(tmp_path, text)
+    assert str(v.category) == "configuration"
+    assert "shared memory segment" in v.summary
+    assert any("says only that a call failed" in r for r in v.reasons)
