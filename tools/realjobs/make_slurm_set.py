@@ -1,6 +1,7 @@
 """Build firstfault's development set of real SLURM jobs from ``train.py`` (not the simulator).
 
-    python tools/realjobs/make_slurm_set.py OUT [--set 1|2] [--only CASE ...]
+    python tools/realjobs/make_slurm_set.py OUT [--set 1|2|3] [--only CASE ...]
+    (set 3 runs JAX: JAX_PYTHON=<a python with jax> python tools/realjobs/make_slurm_set.py OUT --set 3)
 
 A real SLURM (Debian's slurmctld/slurmd/munge, two nodes on this host, started by
 ``firstfault_sim.slurm.SlurmCluster``) runs ``train.py`` through ``srun -l`` (or torchrun
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import time
@@ -79,7 +81,21 @@ CASES_2: list[tuple[str, str, int, int, str, list[int], list[str], str, dict[str
     ),
     ("s2_divisible", "divisible", 0, 0, "configuration", [], [], "stop", {"style": "print"}),
 ]
-SETS = {1: CASES, 2: CASES_2}
+# Set 3: multi-controller JAX (``jax_train.py``, one process per srun task, CPU collectives through
+# gloo) in a Python that has JAX (``JAX_PYTHON``): the coordination service's own reports of a peer
+# that died, hung or never joined. A SIGKILL with no kernel log is read as set 1 reads it. A process
+# that raises stays in JAX's shutdown barrier while its peers wait in the collective (its heartbeats
+# go on), so that job ends only at its time limit. Node names must resolve for JAX's gloo (add them
+# to /etc/hosts for the run).
+CASES_3: list[tuple[str, str, int, int, str, list[int], list[str], str, dict[str, object]]] = [
+    ("j3_healthy", "none", 0, 0, "none", [], [], "none", {"launcher": "jax"}),
+    ("j3_sigkill_r2", "sigkill", 2, 5, "host_oom", [2], [], "stop", {"launcher": "jax"}),
+    ("j3_exception_r1", "exception", 1, 4, "application_error", [1], [], "stop", {"launcher": "jax", "time": "1"}),
+    ("j3_sigkill_r0", "sigkill", 0, 6, "host_oom", [0], [], "stop", {"launcher": "jax"}),
+    ("j3_absent_r3", "absent", 3, 0, "configuration", [], [], "stop", {"launcher": "jax"}),
+    ("j3_hang_r3", "hang", 3, 4, "hang", [3], [], "restart", {"launcher": "jax", "time": "1", "steps": 100000}),
+]
+SETS = {1: CASES, 2: CASES_2, 3: CASES_3}
 
 
 class MemCluster(SlurmCluster):
@@ -112,7 +128,13 @@ def script(case: tuple, bundle: Path, port: int) -> str:
     if opts.get("mem"):
         sb.append(f"--mem={opts['mem']}")
     srun = "srun -l" + (" --kill-on-bad-exit=1" if opts.get("kill") else "")
-    if opts.get("launcher") == "torchrun":
+    if opts.get("launcher") == "jax":
+        py = os.environ.get("JAX_PYTHON", sys.executable)
+        body = (
+            f"{srun} bash -c 'export JAX_PLATFORMS=cpu; exec {py} {HERE / 'jax_train.py'} --fault {fault} "
+            f"--rank {rank} --step {step} --steps {opts.get('steps', 20)}'"
+        )
+    elif opts.get("launcher") == "torchrun":
         body = (
             f"{srun} bash -c '{sys.executable} -m torch.distributed.run --nnodes $SLURM_NNODES --nproc-per-node 2 "
             f"--node-rank $SLURM_NODEID --rdzv-backend static --master-addr $MASTER_ADDR --master-port $MASTER_PORT "
