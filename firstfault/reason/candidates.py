@@ -589,8 +589,10 @@ def merge_host(cands: list[Candidate], topo: Topology) -> list[Candidate]:
                 if h.rank is None:
                     h.reasons.append(f"rank {c.rank}'s failure at {iso(c.event.ts)} on the same host follows from it")
             elif corroborates(h.event, c.event) and id(h) not in absorbed:
-                c.supporting.append(h.event)
-                c.reasons.append(f"{h.host}'s kernel log agrees: {h.event.text.strip()[:160]}")
+                if not h.event.fields.get("job_level"):
+                    # the scheduler ending the whole job (a time limit, a cancel) follows, but agrees with nothing
+                    c.supporting.append(h.event)
+                    c.reasons.append(f"{h.host}'s log agrees: {h.event.text.strip()[:160]}")
                 absorbed.add(id(h))
     out = [c for c in cands if id(c) not in absorbed]
     for h in out:

@@ -592,6 +592,10 @@ def host_explains(host_event: Event, rank_event: Event) -> bool:
     """
     if not near(host_event, rank_event):
         return False
+    if host_event.source == rank_event.source and host_event.line > rank_event.line:
+        # one file is written in order: a line below the rank's error came after it, whatever the
+        # inherited times allow (a traceback above slurmstepd's "CANCELLED AT ... DUE TO TIME LIMIT")
+        return False
     if _other_gpu(host_event, rank_event):
         return False  # a fault on another GPU of the host does not explain this rank
     pid = same_process(host_event, rank_event)
