@@ -87,6 +87,24 @@ def signal_exit(ev: Event, hit: Hit, ctx: ParseContext) -> None:
         ev.fields["signame"] = signal.Signals(int(num)).name
 
 
+# strsignal()'s words for the fatal signals srun names ("srun: error: node01: task 1: Aborted")
+_STRSIGNAL = {
+    "Segmentation fault": "SIGSEGV",
+    "Aborted": "SIGABRT",
+    "Bus error": "SIGBUS",
+    "Floating point exception": "SIGFPE",
+    "Illegal instruction": "SIGILL",
+}
+
+
+def strsignal_exit(ev: Event, hit: Hit, ctx: ParseContext) -> None:
+    """srun's "task N: Aborted" (strsignal of the task's fatal signal) as an exit record."""
+    name = _STRSIGNAL.get(ev.fields.get("signal", ""))
+    if name is not None:
+        ev.fields["signame"] = name
+        signal_exit(ev, hit, ctx)
+
+
 def command_local_rank(ev: Event, hit: Hit, ctx: ParseContext) -> None:
     """The local rank in a dead child's command list ("'--local_rank=1'"), on its line or, when a
     terminal wrapped the list, on the lines above back to where the list starts."""
@@ -155,6 +173,7 @@ HOOKS: dict[str, Callable[[Event, Hit, ParseContext], None]] = {
     "torchelastic_failure_record": torchelastic_failure_record,
     "faulthandler_stack": faulthandler_stack,
     "signal_exit": signal_exit,
+    "strsignal_exit": strsignal_exit,
     "command_local_rank": command_local_rank,
     "horovod_stall": horovod_stall,
 }
