@@ -537,3 +537,28 @@ def test_a_memory_kill_is_not_preceded_by_the_cancel_stamped_in_its_second() -> 
     v = _v("s2_leak_r1")
     assert str(v.category) == "host_oom"
     assert "exceeded memory limit" in v.summary
+
+
+def test_jax_runtime_lines_of_a_healthy_run_are_no_fault() -> None:
+    v = _v("j3_healthy")
+    assert str(v.category) == "none"
+
+
+def test_a_jax_process_killed_silently_is_the_root_its_peers_confirm() -> None:
+    v = _v("j3_sigkill_r2")
+    assert str(v.category) == "host_oom" and v.culprit.ranks[:1] == [2]
+
+
+def test_tasks_aborted_by_their_own_fatal_report_of_a_dead_peer_are_not_the_root() -> None:
+    """JAX's LOG(FATAL) "another task died" raises SIGABRT, which srun reports as "Aborted": an
+    exit record each task's own report explains. The task srun reports Killed, with no line of its
+    own, is the one that died."""
+    v = _v("j3_sigkill_r0")
+    assert str(v.category) == "host_oom" and v.culprit.ranks[:1] == [0]
+
+
+def test_a_time_limit_below_a_ranks_traceback_does_not_explain_it() -> None:
+    """The exception's time is inherited (a lower bound) and slurmstepd's cancel 80 s later is the
+    next timed line: the times allow either order, the file does not."""
+    v = _v("j3_exception_r1")
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [1]
