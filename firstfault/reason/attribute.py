@@ -17,7 +17,6 @@ from firstfault.reason.candidates import (
     fr_hang_candidates,
     is_weak,
     merge_host,
-    named_by_victims,
     named_cause_candidates,
     orphan_cascade_candidates,
     quoted_cause_candidates,
@@ -30,12 +29,13 @@ from firstfault.reason.causality import OddValue, odd_reported_value
 from firstfault.reason.chain import chain, fr_links, later_links, recurrences, restart_failed_otherwise
 from firstfault.reason.confidence import confidence
 from firstfault.reason.configuration import before_training, common_failure, template_key
-from firstfault.reason.correlate import Candidate, Correlation, candidate_order, explained_below
+from firstfault.reason.correlate import Candidate, Correlation, candidate_order
 from firstfault.reason.crash_site import apply_crash_site
 from firstfault.reason.flightrec import fr_companions
 from firstfault.reason.hypothesis import DEFAULT_ACTION, hypothesis
 from firstfault.reason.inputs import ReasoningInput, fr_dumped_culprits
 from firstfault.reason.lost_hosts import date_lost_hosts
+from firstfault.reason.named import named_by_victims
 from firstfault.reason.nccl_coll import coll_mismatch
 from firstfault.reason.network import localize_network
 from firstfault.reason.refine import (
@@ -56,6 +56,7 @@ from firstfault.reason.refine import (
     world_size,
 )
 from firstfault.reason.registration import unregistered
+from firstfault.reason.same_report import explained_below
 from firstfault.reason.stalls import stalled_before_limit, stalled_first, waited_at_stop
 from firstfault.reason.unrecognised import unrecognised_candidates
 from firstfault.reason.went_on import WENT_ON

@@ -249,7 +249,7 @@ def earlier(a: Event | None, b: Event | None) -> bool:
 _ABORTS = ("cpp.terminate", "python.fatal_abort")
 
 
-def _same_block(a: Event, b: Event, lines: int = 3) -> bool:
+def same_block(a: Event, b: Event, lines: int = 3) -> bool:
     """Two lines of one message: ``DistBackendError: NCCL error in: ... internal error`` and the
     ``ncclInternalError: Internal check failed.`` right below it are one report, not a victim's
     timeout followed by an error of its own. (``Connection reset by peer`` and the
@@ -260,45 +260,6 @@ def _same_block(a: Event, b: Event, lines: int = 3) -> bool:
     return a.source == b.source and 0 < b.line - a.line <= lines and near_in_time
 
 
-def explained_below(cands: list[Candidate]) -> None:
-    """A generic failure line gives way to the line below it in the same report that says what failed.
-
-    NCCL's CUDACHECK prints "Cuda failure 'invalid argument'" where the call fails and then, on
-    its way out, the context ("Error while creating shared memory segment /dev/shm/nccl-... (size
-    9637888)"): the first says only that a call failed (its category is ``unknown``), the second
-    what it was for. When the earliest candidate reads ``unknown`` and a candidate of a known
-    category is the same report (same file and rank, within three lines below), that one leads.
-    """
-    if not cands or cands[0].category != Category.UNKNOWN or cands[0].event is None:
-        return
-    top = cands[0].event
-    for e in cands[0].supporting:  # folded into it as one report
-        if e.category != Category.UNKNOWN and e.rank == top.rank and e.role == Role.ROOT and _same_block(top, e):
-            c = Candidate(CandidateKind.EVENT, e, e.rank, e.host, e.ts, e.category, list(cands[0].reasons))
-            c.supporting = [x for x in cands[0].supporting if x is not e] + [top]
-            c.reasons.append(
-                f"the line above it in the same report ({top.source}:{top.line}: {top.text.strip()[:120]}) says only "
-                "that a call failed; this one says what for"
-            )
-            cands[0] = c
-            return
-    for i, c in enumerate(cands[1:], 1):
-        ce = c.event
-        if (
-            ce is not None
-            and c.category != Category.UNKNOWN
-            and ce.rank == top.rank
-            and ce.role == Role.ROOT
-            and _same_block(top, ce)
-        ):
-            c.reasons.append(
-                f"the line above it in the same report ({top.source}:{top.line}: {top.text.strip()[:120]}) says only "
-                "that a call failed; this one says what for"
-            )
-            cands.insert(0, cands.pop(i))
-            return
-
-
 def victim_first(v: RankView) -> bool:
     """The rank lost a peer (a timeout, a closed connection) before its own error: the error follows.
 
@@ -306,7 +267,7 @@ def victim_first(v: RankView) -> bool:
     prints after its peer vanished is the peer's failure, not a second copy of it.
     """
     fc, fr = v.first_cascade, v.first_root
-    return fc is not None and fr is not None and earlier(fc, fr) and not _same_block(fc, fr)
+    return fc is not None and fr is not None and earlier(fc, fr) and not same_block(fc, fr)
 
 
 def _exit_candidate(v: RankView) -> Candidate | None:

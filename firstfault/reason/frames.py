@@ -4,13 +4,16 @@ Two rules read the frames an error event kept in its context: :func:`refine.rais
 library's code *raised* (the innermost frame, an installed package's: ``software_bug``), and
 :func:`causality.call_site` asks where the *program* called in (the innermost frame that is neither
 an installed package's nor the interpreter's). One frame pattern and one notion of "a library's
-path" serve both, so the two cannot drift apart.
+path" serve both, so the two cannot drift apart. A rank's stack dump at a stop (faulthandler's
+frames, kept as the event's ``top_frame``) says where it was: :func:`where_stopped`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+
+from firstfault.vocab import Event
 
 # CPython's traceback line, ``  File "/x/train.py", line 204, in main``, wherever a launcher's
 # prefix put it (``[rank0]:   File ...``).
@@ -38,3 +41,13 @@ def installed_package(path: str) -> str | None:
 def is_programs(path: str) -> bool:
     """Is a frame's file the program's own, neither an installed package's nor the interpreter's?"""
     return INSTALLED.search(path) is None and _INTERPRETER.search(path) is None
+
+
+def where_stopped(events: Sequence[Event]) -> str | None:
+    """Where a rank's stack dump (faulthandler on SIGTERM) shows it was when it was stopped."""
+    stack = next((e for e in events if e.fields.get("top_frame")), None)
+    if stack is None:
+        return None
+    loader = any("dataloader" in f or "__getitem__" in f or "fetch" in f for f in stack.context[:4])
+    where = f"when it was stopped it was in {stack.fields['top_frame']}"
+    return where + (" (inside the data loader)" if loader else "")

@@ -15,8 +15,8 @@ import signal
 from collections.abc import Sequence
 from statistics import median
 
-from firstfault.reason.candidates import where_stopped
 from firstfault.reason.correlate import Candidate, Correlation, earlier
+from firstfault.reason.frames import where_stopped
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.vocab import CandidateKind, Category, Event, RankProgress, Role, settings
 from firstfault.vocab.timefmt import iso
