@@ -19,14 +19,7 @@ from firstfault.parse.base import MAX_TEXT, ParseContext, Progress
 from firstfault.parse.ray import worker_rank, worker_ranks
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.vocab import FileKind, settings
-from firstfault.vocab.identity import (
-    ELASTIC_PREFIX,
-    MPI_PREFIX,
-    RANK_PREFIX,
-    SRUN_PREFIX,
-    TORCHRUN_AGENT,
-    strip_prefixes,
-)
+from firstfault.vocab.identity import MPI_PREFIX, RANK_PREFIX, srun_labels_agent, strip_prefixes
 from firstfault.vocab.text import no_ansi
 
 PROGRESS_TAIL = 16 * 1024  # ~120 progress lines: the last step and the recent step times
@@ -350,16 +343,7 @@ def _srun_labels_agents(sf: SourceFile, head: list[str], lines: list[str]) -> bo
     rank 1 (``parse.slurm`` reads the labels the same way for events)."""
     if sf.kind != FileKind.SLURM_OUTPUT:
         return False
-    for raw in (*head, *lines):
-        if "torch/distributed/" not in raw and "[default" not in raw:
-            continue
-        m = SRUN_PREFIX.match(raw)
-        if m is None:
-            continue
-        body = raw[m.end() :]
-        if ELASTIC_PREFIX.match(body) or TORCHRUN_AGENT.match(body):
-            return True
-    return False
+    return any(("torch/distributed/" in raw or "[default" in raw) and srun_labels_agent(raw) for raw in (*head, *lines))
 
 
 @dataclass(slots=True)

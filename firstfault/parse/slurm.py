@@ -36,7 +36,7 @@ from firstfault.parse.base import LineInfo, ParseContext, SourceParser, register
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.vocab import FileKind, TsQuality
-from firstfault.vocab.identity import ELASTIC_PREFIX, TORCHRUN_AGENT
+from firstfault.vocab.identity import ELASTIC_PREFIX, srun_labels_agent
 from firstfault.vocab.topology import Topology
 
 HEAD_BYTES = 64 * 1024
@@ -301,13 +301,12 @@ class Facts:
     def learn_line(self, line: str) -> None:
         m = _SRUN_LABEL.match(line)
         body = line[m.end() :] if m else line
-        if m and TORCHRUN_AGENT.search(body[:120]):
-            self.agent_labels = True  # "245: W1202 ... torch/distributed/run.py:793] ..." is a node's torchrun
-        if m and (e := ELASTIC_PREFIX.match(body)):
+        if srun_labels_agent(line):
+            # "245: W1202 ... torch/distributed/run.py:793] ...", "0: [default1]: ...": a node's torchrun
             self.agent_labels = True
-            if r := _RANK.match(body[e.end() :]):
-                # "0: [default1]:[rank1]: ..." -> agent 0's local rank 1 is global rank 1
-                self.agent_offset.setdefault(int(m["task"]), int(r["rank"]) - int(e["lr"]))
+        if m and (e := ELASTIC_PREFIX.match(body)) and (r := _RANK.match(body[e.end() :])):
+            # "0: [default1]:[rank1]: ..." -> agent 0's local rank 1 is global rank 1
+            self.agent_offset.setdefault(int(m["task"]), int(r["rank"]) - int(e["lr"]))
         if m and (s := _SUMMARY_RANK.match(body)):
             # torchrun's failure summary, "1:   rank      : 3 (local_rank: 1)": agent 1 starts at rank 2
             self.agent_offset.setdefault(int(m["task"]), int(s["rank"]) - int(s["lr"]))

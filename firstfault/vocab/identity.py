@@ -27,6 +27,18 @@ SRUN_PREFIX = re.compile(r"^\s*(?P<task>\d{1,6}): ")
 TORCHRUN_AGENT = re.compile(
     r"^[IWEF]\d{4} [\d:.]+ +\d+ torch/distributed/(?:run\.py|elastic/agent/|elastic/multiprocessing/api\.py)"
 )
+
+
+def srun_labels_agent(line: str) -> bool:
+    """Is this ``srun -l`` label a node's torchrun agent, not a rank? It is when the line after it is
+    the agent's own (``TORCHRUN_AGENT``) or a worker's line the agent prefixed (``[default0]:``)."""
+    m = SRUN_PREFIX.match(line)
+    if m is None:
+        return False
+    body = line[m.end() :]
+    return bool(ELASTIC_PREFIX.match(body) or TORCHRUN_AGENT.match(body))
+
+
 # mpirun --tag-output (Open MPI orte/mca/iof: "[%s,%d]<%s>:" job id, vpid, stream), after an optional
 # leading timestamp that a log collector put in front ("2019-06-02T16:13:44.884Z: [1,12]<stdout>:")
 MPI_PREFIX = re.compile(r"^(?:\S{8,40}: )?\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr|stddiag)>:")
