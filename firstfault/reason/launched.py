@@ -14,10 +14,6 @@ from firstfault.vocab import CandidateKind, Category, Event
 from firstfault.vocab.text import rank_list
 
 LAUNCH_RECORD = "torchelastic.failure_record"
-# srun's per-task end lines (signatures/slurm.toml): each names tasks that did not exit 0
-SRUN_EXITS = frozenset(
-    ("slurm.task_exit", "slurm.task_terminated", "slurm.task_killed", "slurm.task_crash_signal", "slurm.task_oom")
-)
 
 
 def never_launched(pool: list[int], awaited: dict[int, int], ev: ReasoningInput) -> Candidate | None:
@@ -96,8 +92,9 @@ def _srun_left_out(ev: ReasoningInput) -> dict[int, str]:
         return {}
     listed: set[int] = set()
     for e in ev.events:
-        if e.signature in SRUN_EXITS and e.fields.get("tasks"):
-            listed.update(expand_tasks(e.fields["tasks"]))
+        # srun's per-task end lines, the only signatures with a ``tasks`` field ("node01: tasks 2-3: Killed")
+        if tasks := e.fields.get("tasks"):
+            listed.update(expand_tasks(tasks))
     if not listed:
         return {}
     size = ev.topology.world_size or max(listed) + 1

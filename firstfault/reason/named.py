@@ -93,5 +93,5 @@ def awaited_by_all(corr: Correlation, e: Event, progress: Sequence[RankProgress]
     p = next((p for p in progress if p.rank == r), None)
     if p is not None and p.last_step is not None:
         reasons.append(f"its last progress was step {p.last_step} at {iso(p.last_step_ts)}")
-    cat = Category.HANG if naming is e or naming.category == Category.HANG else naming.category
+    cat = Category.HANG if naming is e else naming.category  # a waiting report is a hang
     return Candidate(CandidateKind.SILENT, e, r, None, e.ts, cat, reasons)

@@ -9,7 +9,7 @@ lines is not the order of meaning. ``correlate.same_block`` says what one report
 from __future__ import annotations
 
 from firstfault.reason.correlate import Candidate, same_block
-from firstfault.vocab import CandidateKind, Category, Role
+from firstfault.vocab import CandidateKind, Category, Event, Role
 
 
 def explained_below(cands: list[Candidate]) -> None:
@@ -24,28 +24,23 @@ def explained_below(cands: list[Candidate]) -> None:
     if not cands or cands[0].category != Category.UNKNOWN or cands[0].event is None:
         return
     top = cands[0].event
+    why = (
+        f"the line above it in the same report ({top.source}:{top.line}: {top.text.strip()[:120]}) says only "
+        "that a call failed; this one says what for"
+    )
     for e in cands[0].supporting:  # folded into it as one report
-        if e.category != Category.UNKNOWN and e.rank == top.rank and e.role == Role.ROOT and same_block(top, e):
-            c = Candidate(CandidateKind.EVENT, e, e.rank, e.host, e.ts, e.category, list(cands[0].reasons))
+        if e.category != Category.UNKNOWN and _below_in_report(top, e):
+            c = Candidate(CandidateKind.EVENT, e, e.rank, e.host, e.ts, e.category, [*cands[0].reasons, why])
             c.supporting = [x for x in cands[0].supporting if x is not e] + [top]
-            c.reasons.append(
-                f"the line above it in the same report ({top.source}:{top.line}: {top.text.strip()[:120]}) says only "
-                "that a call failed; this one says what for"
-            )
             cands[0] = c
             return
     for i, c in enumerate(cands[1:], 1):
-        ce = c.event
-        if (
-            ce is not None
-            and c.category != Category.UNKNOWN
-            and ce.rank == top.rank
-            and ce.role == Role.ROOT
-            and same_block(top, ce)
-        ):
-            c.reasons.append(
-                f"the line above it in the same report ({top.source}:{top.line}: {top.text.strip()[:120]}) says only "
-                "that a call failed; this one says what for"
-            )
+        if c.category != Category.UNKNOWN and c.event is not None and _below_in_report(top, c.event):
+            c.reasons.append(why)
             cands.insert(0, cands.pop(i))
             return
+
+
+def _below_in_report(top: Event, e: Event) -> bool:
+    """``e`` is a fault line of ``top``'s own report: the same rank, within three lines."""
+    return e.rank == top.rank and e.role == Role.ROOT and same_block(top, e)
