@@ -106,8 +106,8 @@ def _after_parse(
     # one process's output each: torchrun's per-rank logs (named by local rank), files of one rank
     own = {f.rel for f in bundle.files if f.rank is not None or f.kind == FileKind.ELASTIC_RANK_LOG}
     ended = pr.ctx.training_end is not None or any(e.fields.get("completed") for e in now)
-    warnings += demote_went_on(now, pr.ctx.training_after, pr.ctx.training_tagged, own, ended)
     ranks = pr.known_ranks()
+    warnings += demote_went_on(now, pr.ctx.training_after, pr.ctx.training_tagged, own, ended, len(ranks))
     corr = correlate(now, ranks)
     warnings.extend(r.describe() for r in corr.recoveries[:5])
     if len(corr.recoveries) > 5:

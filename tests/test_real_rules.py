@@ -466,6 +466,15 @@ def test_an_exception_a_rank_went_on_from_is_not_its_later_failure() -> None:
     assert v.root_event is not None and v.root_event.text.startswith("KeyError")
 
 
+def test_an_exception_every_rank_went_on_from_in_a_console_is_not_the_failure() -> None:
+    """A console whose steps name no rank: each of the 4 ranks printed the same caught
+    FileNotFoundError, and steps followed. Every rank printed it, so the steps after it are
+    steps of ranks that went on from it; rank 3's later stall is the failure."""
+    v = _v("i_noise_then_hang_r3_print")
+    assert str(v.category) == "hang" and v.culprit.ranks[:1] == [3]
+    assert any("a trainer caught" in w for w in v.warnings)
+
+
 @pytest.mark.parametrize(
     ("case", "rank", "said"),
     [

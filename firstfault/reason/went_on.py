@@ -15,8 +15,9 @@ correlation, four kinds of line above it are demoted to noise, as a transient th
   trainer rebuilds, a ``PermissionError``): a traceback a trainer caught and logged (an upload to a
   hub that failed with HTTP 502) before its next step. A known one counts only where the steps
   after it are its rank's own (a per-rank log, steps that name their rank) or training reached its
-  last step: in a console whose steps name no rank they may be its peers' (Ray's console: one
-  rank's NaN, then the others' steps);
+  last step, or the file holds it once per rank the job has (each rank printed it, so the steps
+  after it are steps of ranks that went on from it): in a console whose steps name no rank they
+  may otherwise be its peers' (Ray's console: one rank's NaN, then the others' steps);
 * a known signature of **warning** severity that the process says of its own environment (layers
   application, framework, driver: torch's "GradScaler is enabled, but CUDA is not available",
   "Can't initialize NVML", NCCL's RAS version mismatch). A later error is then the failure (an
@@ -103,6 +104,23 @@ def died_of(caught: Sequence[Event], events: Sequence[Event], mixed: Set[str]) -
     return list(last.values())
 
 
+def printed_by_every_rank(caught: Sequence[Event], world: int | None) -> set[int]:
+    """The ids of those ``caught`` exceptions whose kind a file holds once per rank of the job.
+
+    Why: in a console whose steps name no rank, the steps after a known exception may be the
+    other ranks' (Ray's console: one rank's NaN, then its peers' steps), so such an exception
+    keeps its reading. But where the file holds the exception as many times as the job has ranks
+    (each rank caught the same missing index and rebuilt it), every rank printed one, and a step
+    after the copies is a step of a rank that printed it: no rank is left to have died of it.
+    """
+    if world is None or world < 2:
+        return set()
+    kinds: dict[tuple[str, str | None], list[Event]] = {}
+    for e in caught:
+        kinds.setdefault((e.source, e.signature), []).append(e)
+    return {id(e) for evs in kinds.values() if len(evs) >= world for e in evs}
+
+
 def _demote_ignored(events: Sequence[Event]) -> list[str]:
     """Exceptions CPython printed under "Exception ignored in: ..." are noise wherever they stand.
 
@@ -137,10 +155,12 @@ def demote_went_on(
     tagged: Set[str] = frozenset(),
     own: Set[str] = frozenset(),
     ended: bool = False,
+    world: int | None = None,
 ) -> list[str]:
     """Demote the lines the job went on from to noise; the warnings that name them. ``own``: the
     files that hold one rank's output; ``ended``: training reached its last
-    step (a step counter at its total) or a line marks the job's end."""
+    step (a step counter at its total) or a line marks the job's end; ``world``: how many ranks
+    the bundle shows (its world size where a line states it)."""
     notes = _demote_ignored(events)
     if not training_after:
         return notes
@@ -152,7 +172,8 @@ def demote_went_on(
     # steps (Ray's console: a rank's NaN, then its peers' steps): it is survived only where the
     # steps are its rank's own, or where training reached its end (nothing died of it).
     if not ended:
-        died |= {id(e) for e in caught if e.signature != GENERIC_EXCEPTION and e.source in mixed}
+        every = printed_by_every_rank(caught, world)
+        died |= {id(e) for e in caught if e.signature != GENERIC_EXCEPTION and e.source in mixed and id(e) not in every}
     caught = [e for e in caught if id(e) not in died]
     warned = [
         e
