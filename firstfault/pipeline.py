@@ -134,6 +134,7 @@ def _after_parse(
         context=context,
         kernel_logs=bool(bundle.of_kind(FileKind.KERNEL_LOG)),
         training_end=pr.ctx.training_end,
+        cut_traceback=min(pr.ctx.cut_traceback.values(), default=None),
         file_spans=_console_spans(bundle, pr),
     )
     verdict = attribute(corr, inp, warnings, later=later)

@@ -164,7 +164,7 @@ def test_nccl_errors_and_watchdog(reg: Registry) -> None:
         "Exception raised from checkForNCCLErrorsInternal at ../torch/csrc/distributed/c10d/"
         "ProcessGroupNCCL.cpp:1723 (most recent call first):",
     )
-    assert sid == "nccl.exception_raised_from" and reg.by_id[sid].role is Role.NOISE
+    assert sid == "nccl.exception_raised_from" and reg.by_id[sid].role is Role.TEARDOWN
 
 
 @pytest.mark.parametrize(

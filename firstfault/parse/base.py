@@ -134,6 +134,9 @@ class ParseContext:
     # on from; ``training_tagged`` holds the files whose training lines name their rank
     training_after: dict[tuple[str, int | None], int] = field(default_factory=dict)
     training_tagged: set[str] = field(default_factory=set)
+    # file -> "file:line: text" of the last frame where the file ends inside a Python traceback
+    # (its exception line never printed: a paste cut there, a process killed mid-print)
+    cut_traceback: dict[str, str] = field(default_factory=dict)
 
     def progress(self, attempt: int | None = None) -> dict[int, Progress]:
         """Per-rank progress of one attempt (default: the first one seen)."""

@@ -176,6 +176,47 @@ def _training_end(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseCon
             return
 
 
+CUT_SCAN = 400  # lines read back from a file's end for the traceback it stops in
+_DISTRIBUTED_FRAMES = ("/torch/distributed/", "/torch/nn/parallel/")
+
+
+def _cut_traceback(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext) -> None:
+    """Note a file that ends inside a Python traceback: frames, and no exception line below them.
+
+    Why: CPython prints a traceback's frames first and the exception's own line last, so a paste
+    cut short (or a process killed while printing) can hold a failure's frames without its
+    message. No signature reads a frame, and "no failure found" would then be a lie: the frames
+    say an exception was raised (``reason.attribute`` says the fault's own line is missing). The
+    run is read back from the last line through indented lines (frames, their source lines,
+    3.11's carets) to "Traceback (most recent call last):", or to the file's first line when the
+    paste starts inside the traceback; it must hold a ``File "..."`` frame. A faulthandler dump
+    ("Thread 0x... (most recent call first):") or a complete traceback does not count. A frame
+    in torch.distributed or DDP is evidence of a distributed job besides. A live reader's batch
+    that ends inside a traceback is noted until a later batch of the file ends otherwise.
+    """
+    ctx.cut_traceback.pop(sf.rel, None)
+    last = len(lines) - 1
+    while last >= 0 and not lines[last].strip():
+        last -= 1
+    frames, distributed, i = 0, False, last
+    while i >= 0 and last - i < CUT_SCAN:
+        bare = strip_prefixes(lines[i])[0]
+        text = bare.lstrip()
+        if text.startswith("Traceback (most recent call last)"):
+            break
+        if not text or text == bare:  # a blank line, or one not indented: no frame of a traceback
+            return
+        if text.startswith('File "'):
+            frames += 1
+            distributed = distributed or any(d in text for d in _DISTRIBUTED_FRAMES)
+        i -= 1
+    if not frames or (i < 0 and first_no > 1) or last - i >= CUT_SCAN:
+        return  # no frame, or a headless run whose top the tail read does not reach
+    ctx.cut_traceback[sf.rel] = f"{sf.rel}:{first_no + last}: {strip_prefixes(lines[last])[0].strip()[:300]}"
+    if distributed:
+        ctx.job_evidence = True
+
+
 def _time_at_or_above(lines: list[str], i: int, ctx: ParseContext) -> float | None:
     """The time of line ``i``, else of the nearest line above it that has one (a line with a
     training word, or one with a clock's colon: the lines that can carry a time)."""
@@ -307,6 +348,7 @@ def absorb_lines(
     training_marks(head, ctx, head_text)
     training_marks(lines, ctx, tail_text)
     _training_end(lines, first_no, sf, ctx)
+    _cut_traceback(lines, first_no, sf, ctx)
     pids = worker_ranks(head_text, tail_text)
     _training_after(lines, first_no, sf, ctx, tail_text, pids)
     if first_no > 1 and head is not lines:

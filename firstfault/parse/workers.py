@@ -83,6 +83,7 @@ def _merge(into: ParseContext, part: ParseContext) -> None:
     for where, no in part.training_after.items():
         into.training_after[where] = max(no, into.training_after.get(where, 0))
     into.training_tagged |= part.training_tagged
+    into.cut_traceback.update(part.cut_traceback)
     if part.training_end is not None and (into.training_end is None or part.training_end < into.training_end):
         into.training_end = part.training_end
     if part.training_ts is not None and (into.training_ts is None or part.training_ts < into.training_ts):

@@ -327,6 +327,12 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
             # the reading an unexplained error gets (reason.configuration): before training, the set-up's
             cat, act = Category.CONFIGURATION, DEFAULT_ACTION[Category.CONFIGURATION]
             summary += "; it came before any training line: read as a failure of the set-up"
+    elif inp.cut_traceback is not None:
+        cat, act, conf = Category.UNKNOWN, Action.RESTART, 0.3
+        summary = (
+            f"an exception was raised ({clip(inp.cut_traceback, 160)}), but the log stops inside its "
+            "traceback: the exception's own line, the fault, is not in the log"
+        )
     else:
         cat, act = Category.NONE, Action.NONE
         summary, conf = _no_failure(inp.events, inp.training_end)

@@ -37,6 +37,9 @@ class ReasoningInput:
     context: list[Event] = field(default_factory=list)  # host evidence outside the job window, or benign
     kernel_logs: bool = False  # the bundle holds a kernel log: an OOM kill would show in it
     training_end: str | None = None  # a rank's progress line at its last step ("step N/N"), as file:line: text
+    # "file:line: text" of the last frame of a traceback a file ends inside (its exception line
+    # missing: a paste cut there), the first such file's
+    cut_traceback: str | None = None
     # each job-output file's first and last time (a node's console that stopped before its peers failed)
     file_spans: dict[str, tuple[float, float] | None] = field(default_factory=dict)  # None: no timed line
 

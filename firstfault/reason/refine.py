@@ -453,13 +453,24 @@ def apply_witness(hyp: Hypothesis, corr: Correlation, world: int | None) -> int 
 
 
 def apply_group_mismatch(hyp: Hypothesis, corr: Correlation) -> None:
-    """DETAIL's mismatch report names group ranks: map them to global ranks, name the odd one out."""
+    """DETAIL's mismatch report names group ranks: map them to global ranks, name the odd one out.
+
+    Every rank of the group raises the report and names itself first, so a report whose line is
+    cut inside its own fingerprint (a terminal's width, an excerpt) says which rank printed it,
+    not which rank differs: then no rank is named."""
     root = hyp.root_event
     if root is None or root.signature != DETAIL_MISMATCH:
         return
     reports = [e for v in corr.ranks.values() for e in v.events if e.signature == DETAIL_MISMATCH]
     gm = group_mismatch(reports or [root])
     if gm is None:
+        if root.fields.get("fingerprint") is not None and root.fields.get("other_group_rank") is None:
+            hyp.culprit.ranks, hyp.culprit.hosts = [], []
+            hyp.summary = f"collective mismatch: {root.text.strip()[:300]}"
+            hyp.reasons.append(
+                "the mismatch report is cut inside the first rank's fingerprint: every rank raises it and "
+                "names itself first, so which rank runs a different collective is not in the log"
+            )
         return
     hyp.culprit.ranks = gm.culprits
     hyp.culprit.hosts = [h for h in [host_of(gm.culprits[0], corr)] if h]
