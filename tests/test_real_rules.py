@@ -475,6 +475,15 @@ def test_an_exception_every_rank_went_on_from_in_a_console_is_not_the_failure() 
     assert any("a trainer caught" in w for w in v.warnings)
 
 
+def test_an_exception_naming_a_step_is_no_step_the_job_went_on_to() -> None:
+    """Ray's console: each worker's FloatingPointError "loss is nan at step 5", then the
+    controller's snippet quoting it. The quotes name a step and a loss but are no training: every
+    rank died of its NaN."""
+    v = _v("ray_nan_all")
+    assert str(v.category) == "numerical"
+    assert not any("a trainer caught" in w for w in v.warnings)
+
+
 @pytest.mark.parametrize(
     ("case", "rank", "said"),
     [

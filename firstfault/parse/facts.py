@@ -74,17 +74,24 @@ def _training_on(raw: str, text: str) -> bool:
     return _shows_training(text) or ("%|" in raw and _shows_training(raw))
 
 
+# An exception's own line ("FloatingPointError: loss is nan at step 5"): a report of a failure that
+# names a step, not a step; as reason.went_on's, a dotted class ending in Error or Exception
+_EXCEPTION_LINE = re.compile(r"\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?::|$)")
+
+
 def _trained(
     numbered: Iterable[tuple[int, str]], sf: SourceFile, ctx: ParseContext, pids: dict[int, int] | None
 ) -> Iterator[tuple[int, int | None]]:
     """The training lines among ``numbered`` (index, line), each with whose it is: the rank its
     prefix names, else its local rank, else the rank Ray Train's worker table (``pids``) gives its
-    process. A file whose training lines name a rank is noted as tagged."""
+    process. A file whose training lines name a rank is noted as tagged. An exception's line that
+    names a step or a loss is not one: after an error, copies of it (Ray's error snippet quotes
+    every rank's) would pass for the training the job went on to."""
     for i, raw in numbered:
         if not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
             continue
         text, local_rank, rank = strip_prefixes(raw)
-        if not _training_on(raw, text):
+        if not _training_on(raw, text) or _EXCEPTION_LINE.match(text):
             continue
         rank = rank if rank is not None else local_rank
         if rank is None and pids:
