@@ -543,3 +543,36 @@ def test_a_mismatch_report_cut_inside_its_fingerprint_names_no_rank(tmp_path: Pa
     assert str(v.category) == "collective_mismatch"
     assert v.culprit.ranks == []
     assert any("cut inside the first rank's fingerprint" in r for r in v.reasons)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # pytorch/pytorch#128998, a job system's prefix before torch's warning ("training proceeds correctly")
+        "2024-05-22 06:25:20.552227-04:00 Error From <host>: [W socket.cpp:436] [c10d] The server socket cannot "
+        "be initialized on [::]:22010 (errno: 97 - Address family not supported by protocol).\n",
+        # helmholtz-analytics/heat#1003, a unittest's name before it ("tests do not fail, just a ton of warnings")
+        "test_daso (heat.optim.tests.test_dp_optimizer.TestDASO) ... [W socket.cpp:401] [c10d] The server socket "
+        "cannot be initialized on [::]:29500 (errno: 97 - Address family not supported by protocol).\n"
+        "[W socket.cpp:558] [c10d] The client socket cannot be initialized to connect to [localhost]:29500 "
+        "(errno: 97 - Address family not supported by protocol).\n",
+    ],
+)
+def test_c10d_trying_an_address_family_the_host_lacks_is_no_failure(tmp_path: Path, text: str) -> None:
+    """c10d tries each address of the store in turn; IPv6's errno 97 on a host without it is one
+    try of several, which healthy jobs print at start-up."""
+    v = analyze_text(tmp_path, text)
+    assert str(v.category) == "none"
+
+
+def test_ncclinternalerror_alone_is_read_as_the_set_up(tmp_path: Path) -> None:
+    """A multi-node job whose NCCL picked the wrong socket interface (fixed with
+    NCCL_SOCKET_IFNAME; rhkb.cn/news/463024.html): "internal error - please report this issue"
+    is what NCCL returns after such set-up faults, far more often than for a bug of its own."""
+    v = analyze_text(
+        tmp_path,
+        "torch.distributed.DistBackendError: NCCL error in: …/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1333, "
+        "internal error - please report this issue to the NCCL developers, NCCL version 2.18.1 ainode01: "
+        "ncclInternalError: Internal check failed. ainode01: Last error\n",
+    )
+    assert str(v.category) == "configuration"
