@@ -1,0 +1,87 @@
+"""Build a labelled set of real jobs started by Open MPI's ``mpirun`` from ``train.py``'s faults.
+
+    python tools/realjobs/make_mpirun_set.py OUT [--only CASE ...] [--jobs 2]
+
+``mpirun_train.py`` maps Open MPI's rank variables to torch's; the ranks form a gloo group over TCP.
+``mpirun`` (Debian's openmpi-bin, 4.1) is run with ``--oversubscribe`` (more ranks than cores) and,
+for some cases, ``--tag-output`` (each line prefixed ``[jobid,rank]<stdout>:``). When a process
+fails, mpirun reports it in its own words and kills the rest; it never names a fault, only the
+first process it saw end. The bundle is the console (``console.log``), as people paste it, plus
+``truth.json``, labelled from the injection and written before firstfault sees the bundle (the
+labels follow ``make_set.py``'s: a bare SIGKILL with no kernel log is a suspected host OOM; a rank
+that stops in a collective is a hang on it). Kept outside the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from make_set import fault_args, free_port, job_env, run_job, truth_record  # the sibling script
+
+HERE = Path(__file__).resolve().parent
+# (name, fault, rank, step, expected category, culprit ranks, action, extra); extra "tag": mpirun
+# --tag-output; "nproc": ranks (4 by default)
+CASES: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("mpi_healthy_4r", "none", 0, 0, "none", [], "none", {}),
+    ("mpi_exception_r2", "exception", 2, 6, "application_error", [2], "stop", {}),
+    ("mpi_sigkill_r1", "sigkill", 1, 4, "host_oom", [1], "stop", {}),
+    ("mpi_segfault_r3", "segfault", 3, 5, "process_crash", [3], "restart", {"style": "print"}),
+    ("mpi_abort_r0", "abort", 0, 3, "process_crash", [0], "restart", {}),
+    ("mpi_exit_r1", "exit", 1, 6, "application_error", [1], "stop", {"style": "print"}),
+    ("mpi_hang_r2", "hang", 2, 5, "hang", [2], "restart", {}),
+    ("mpi_size_mismatch_r1", "size_mismatch", 1, 4, "collective_mismatch", [1], "stop", {}),
+    ("mpi_missing_file_all", "missing_file_all", 0, 0, "configuration", [], "stop", {}),
+    ("mpi_nan_r3", "nan_one", 3, 5, "numerical", [3], "stop", {}),
+    ("mpi_tag_exception_r1", "exception", 1, 5, "application_error", [1], "stop", {"tag": True}),
+    ("mpi_tag_sigkill_r2", "sigkill", 2, 6, "host_oom", [2], "stop", {"tag": True}),
+    ("mpi_tag_hang_r3_print", "hang", 3, 4, "hang", [3], "restart", {"tag": True, "style": "print"}),
+    ("mpi_tag_healthy_2r", "none", 0, 0, "none", [], "none", {"tag": True, "nproc": 2}),
+]
+
+
+def run_case(out: Path, case: tuple) -> Path:
+    name, fault, rank, step, _cat, _culprits, _action, extra = case
+    d = out / name
+    d.mkdir(parents=True, exist_ok=True)
+    nproc = int(extra.get("nproc", 4))
+    args = fault_args(fault, rank, step, extra, d)
+    mpirun = shutil.which("mpirun") or "mpirun"
+    argv = [mpirun, "-np", str(nproc), "--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0:
+        argv.append("--allow-run-as-root")
+    if extra.get("tag"):
+        argv.append("--tag-output")
+    argv += ["-x", "MASTER_ADDR", "-x", "MASTER_PORT", "-x", "OMP_NUM_THREADS", "-x", "PYTHONUNBUFFERED"]
+    argv += [sys.executable, str(HERE / "mpirun_train.py"), *args]
+    env = job_env(extra)
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    t0 = time.time()
+    rc = run_job(argv, env, d / "console.log")
+    truth = truth_record(case, nproc, rc, time.time() - t0, argv)
+    truth["env"] = extra.get("env", {})
+    truth["generator"] = "tools/realjobs/make_mpirun_set.py (independent of firstfault_sim)"
+    (d / "truth.json").write_text(json.dumps(truth, indent=1))
+    return d
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("out", type=Path)
+    p.add_argument("--only", nargs="*")
+    p.add_argument("--jobs", type=int, default=2)
+    a = p.parse_args()
+    cases = [c for c in CASES if not a.only or c[0] in a.only]
+    with ThreadPoolExecutor(a.jobs) as ex:
+        for d in ex.map(lambda c: run_case(a.out, c), cases):
+            print(d.name, json.loads((d / "truth.json").read_text())["exit_code"], flush=True)
+
+
+if __name__ == "__main__":
+    main()
