@@ -580,3 +580,21 @@ def test_a_time_limit_below_a_ranks_traceback_does_not_explain_it() -> None:
     next timed line: the times allow either order, the file does not."""
     v = _v("j3_exception_r1")
     assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [1]
+
+
+def test_mpiruns_non_zero_exit_notice_is_the_ranks_exit_record() -> None:
+    v = _v("mpi_exit_r1")
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [1]
+
+
+def test_iteration_counters_under_mpiruns_tags_are_the_ranks_progress() -> None:
+    v = _v("mpi_tag_hang_r3_print")
+    assert str(v.category) == "hang" and v.culprit.ranks[:1] == [3]
+    assert {p.rank: p.last_step for p in v.progress}.get(3) == 4
+
+
+def test_a_witness_whose_sender_cannot_be_placed_names_no_rank() -> None:
+    v = _v("mpi_size_mismatch_r1")
+    assert str(v.category) == "collective_mismatch"
+    assert 0 not in v.culprit.ranks
+    assert any("witness" in r for r in v.reasons)

@@ -105,6 +105,19 @@ def strsignal_exit(ev: Event, hit: Hit, ctx: ParseContext) -> None:
         signal_exit(ev, hit, ctx)
 
 
+_MPI_EXIT_CODE = re.compile(r"^\s*Exit code:\s+(?P<code>-?\d+)\s*$")
+
+
+def mpirun_exit_code(ev: Event, hit: Hit, ctx: ParseContext) -> None:
+    """mpirun's "Process name: [[J,S],R]" and, on the line below, "Exit code: N": the exit record
+    of MPI rank R, written as torchrun writes one (``exitcode``), so every stage reads one kind."""
+    for raw in hit.after(2):
+        m = _MPI_EXIT_CODE.match(strip_prefixes(raw)[0])
+        if m is not None:
+            ev.fields["exitcode"] = m["code"]
+            return
+
+
 def command_local_rank(ev: Event, hit: Hit, ctx: ParseContext) -> None:
     """The local rank in a dead child's command list ("'--local_rank=1'"), on its line or, when a
     terminal wrapped the list, on the lines above back to where the list starts."""
@@ -175,6 +188,7 @@ HOOKS: dict[str, Callable[[Event, Hit, ParseContext], None]] = {
     "signal_exit": signal_exit,
     "strsignal_exit": strsignal_exit,
     "command_local_rank": command_local_rank,
+    "mpirun_exit_code": mpirun_exit_code,
     "horovod_stall": horovod_stall,
 }
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-LITERALS = ("step ", "step:", "iteration ")
+LITERALS = ("step ", "step:", "iteration ", "iter ", "Iter ", "Iter(train)")
 
 
 # A rank's own work per step (compute, excluding time spent waiting in collectives) tells a
@@ -20,6 +20,9 @@ _OWN_MS = re.compile(r"\b(?:compute_ms|compute time \(ms\)|fwd_bwd_ms)[ =:]\s*(?
 _PATTERNS = [
     re.compile(r"\bstep[ :=]\s*(?P<step>\d+)\b(?:.*?\bstep_time_ms[ =:]\s*(?P<ms>[\d.]+))?"),
     re.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\):\s*(?P<ms>[\d.]+)"),
+    # an iteration counter with its total: a print's "iter 3/20 | loss 2.29 | 17.9 ms/it", mmcv's
+    # "Iter [100/1000]", mmengine's "Iter(train) [  50/160000]"
+    re.compile(r"(?<![-\w])[Ii]ter(?:\(train\))?\s*\[?\s*(?P<step>\d+)\s*/\s*\d+\]?(?:.*?\b(?P<ms>[\d.]+)\s*ms/it\b)?"),
 ]
 # "[rank3]", "rank 3", "rank=3", and a structured log's field: JSON's "rank": 3, a dict's 'rank': 3
 _RANK = re.compile(r"\[rank(?P<rank>\d+)\]|\brank(?:[ =:]|[\"']?:\s*)(?P<rank2>\d+)\b")

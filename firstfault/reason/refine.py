@@ -422,7 +422,21 @@ def apply_witness(hyp: Hypothesis, corr: Correlation, world: int | None) -> int 
     which collective it was (an all-gather's left neighbour, where the all-reduce's right one is
     named), so that the confidence can say the reading rests on a guess; None otherwise."""
     root = hyp.root_event
-    if root is None or root.fields.get("witness") != RING_RECV or root.rank is None or not world or world < 2:
+    if root is None or root.fields.get("witness") != RING_RECV or root.rank is None:
+        return None
+    if not world or world < 2:
+        # a ring has two ranks at least: the log shows too few to place the sender (mpirun names
+        # only the process that aborted), and the receiver is the one rank known not to be it
+        hyp.culprit.ranks = [r for r in hyp.culprit.ranks if r != root.rank]
+        hyp.culprit.hosts = []
+        hyp.summary = (
+            f"collective mismatch: rank {root.rank} received a larger buffer than it posted "
+            f"({root.fields.get('got', '?')} vs {root.fields.get('expected', '?')} bytes) from a peer"
+        )
+        hyp.reasons.append(
+            f"rank {root.rank} is a witness: gloo aborts the rank that receives the odd buffer, and the "
+            "log shows too few ranks to say which peer sent it"
+        )
         return None
     collective = ring_collective(e for v in corr.ranks.values() for e in v.events)
     sender = ring_sender(root.rank, world, collective)
