@@ -1,6 +1,6 @@
 """Build a labelled set of real jobs started by Open MPI's ``mpirun`` from ``train.py``'s faults.
 
-    python tools/realjobs/make_mpirun_set.py OUT [--only CASE ...] [--jobs 2]
+    python tools/realjobs/make_mpirun_set.py OUT [--only CASE ...] [--set 2] [--jobs 2]
 
 ``mpirun_train.py`` maps Open MPI's rank variables to torch's; the ranks form a gloo group over TCP.
 ``mpirun`` (Debian's openmpi-bin, 4.1) is run with ``--oversubscribe`` (more ranks than cores) and,
@@ -45,6 +45,31 @@ CASES: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] =
     ("mpi_tag_healthy_2r", "none", 0, 0, "none", [], "none", {"tag": True, "nproc": 2}),
 ]
 
+# A second set, written after the first's rules and scored once: other sizes, ranks and styles.
+CASES_2: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("mpi2_exit_r2_3r_tag", "exit", 2, 5, "application_error", [2], "stop", {"tag": True, "nproc": 3}),
+    ("mpi2_hang_r0_print", "hang", 0, 4, "hang", [0], "restart", {"style": "print"}),
+    ("mpi2_hang_r1_json_tag", "hang", 1, 6, "hang", [1], "restart", {"tag": True, "style": "json"}),
+    ("mpi2_size_mismatch_r3_tag", "size_mismatch", 3, 5, "collective_mismatch", [3], "stop", {"tag": True}),
+    ("mpi2_sigkill_r0_2r", "sigkill", 0, 5, "host_oom", [0], "stop", {"nproc": 2}),
+    (
+        "mpi2_exception_r3_print_tag",
+        "exception",
+        3,
+        4,
+        "application_error",
+        [3],
+        "stop",
+        {"tag": True, "style": "print"},
+    ),
+    ("mpi2_segfault_r1_tag", "segfault", 1, 6, "process_crash", [1], "restart", {"tag": True}),
+    ("mpi2_divisible_4r", "divisible", 0, 0, "configuration", [], "stop", {}),
+    ("mpi2_import_3r", "import", 0, 0, "configuration", [], "stop", {"nproc": 3, "style": "print"}),
+    ("mpi2_healthy_3r_print_tag", "none", 0, 0, "none", [], "none", {"tag": True, "nproc": 3, "style": "print"}),
+    ("mpi2_nan_all", "nan_all", 0, 5, "numerical", [], "stop", {}),
+    ("mpi2_dl_worker_exc_r2", "dl_worker_exc", 2, 4, "application_error", [2], "stop", {}),
+]
+
 
 def run_case(out: Path, case: tuple) -> Path:
     name, fault, rank, step, _cat, _culprits, _action, extra = case
@@ -76,8 +101,9 @@ def main() -> None:
     p.add_argument("out", type=Path)
     p.add_argument("--only", nargs="*")
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--set", choices=("1", "2"), default="1", help="2: the second set")
     a = p.parse_args()
-    cases = [c for c in CASES if not a.only or c[0] in a.only]
+    cases = [c for c in {"1": CASES, "2": CASES_2}[a.set] if not a.only or c[0] in a.only]
     with ThreadPoolExecutor(a.jobs) as ex:
         for d in ex.map(lambda c: run_case(a.out, c), cases):
             print(d.name, json.loads((d / "truth.json").read_text())["exit_code"], flush=True)
