@@ -15,15 +15,13 @@ that stops in a collective is a hang on it). Kept outside the repository.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from make_set import fault_args, free_port, job_env, run_job, truth_record  # the sibling script
+from make_set import fault_args, free_port, job_env, run_cases, run_job, save_truth, truth_record  # the sibling script
 
 HERE = Path(__file__).resolve().parent
 # (name, fault, rank, step, expected category, culprit ranks, action, extra); extra "tag": mpirun
@@ -90,10 +88,7 @@ def run_case(out: Path, case: tuple) -> Path:
     t0 = time.time()
     rc = run_job(argv, env, d / "console.log")
     truth = truth_record(case, nproc, rc, time.time() - t0, argv)
-    truth["env"] = extra.get("env", {})
-    truth["generator"] = "tools/realjobs/make_mpirun_set.py (independent of firstfault_sim)"
-    (d / "truth.json").write_text(json.dumps(truth, indent=1))
-    return d
+    return save_truth(d, truth, "make_mpirun_set.py", extra.get("env", {}))
 
 
 def main() -> None:
@@ -104,9 +99,7 @@ def main() -> None:
     p.add_argument("--set", choices=("1", "2"), default="1", help="2: the second set")
     a = p.parse_args()
     cases = [c for c in {"1": CASES, "2": CASES_2}[a.set] if not a.only or c[0] in a.only]
-    with ThreadPoolExecutor(a.jobs) as ex:
-        for d in ex.map(lambda c: run_case(a.out, c), cases):
-            print(d.name, json.loads((d / "truth.json").read_text())["exit_code"], flush=True)
+    run_cases(a.out, cases, run_case, a.jobs)
 
 
 if __name__ == "__main__":

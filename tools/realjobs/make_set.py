@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -485,6 +486,21 @@ def truth_record(case: tuple, nproc: int, rc: int, took_s: float, argv: list[str
     }
 
 
+def save_truth(d: Path, truth: dict[str, object], script: str, env: object) -> Path:
+    """Write a case's label beside its bundle (``truth.json``), naming the script that made it."""
+    truth["env"] = env
+    truth["generator"] = f"tools/realjobs/{script} (independent of firstfault_sim)"
+    (d / "truth.json").write_text(json.dumps(truth, indent=1))
+    return d
+
+
+def run_cases(out: Path, cases: list[tuple], run: Callable[[Path, tuple], Path], jobs: int) -> None:
+    """Run ``cases`` ``jobs`` at a time, printing each one's name and exit status as it is written."""
+    with ThreadPoolExecutor(jobs) as ex:
+        for d in ex.map(lambda c: run(out, c), cases):
+            print(d.name, json.loads((d / "truth.json").read_text())["exit_code"], flush=True)
+
+
 def run_job(
     argv: list[str],
     env: dict[str, str],
@@ -584,10 +600,7 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
     if busy is not None:
         busy.close()
     truth = truth_record(case, nproc, rc, time.time() - t0, argv)
-    truth["env"] = extra.get("env", {})
-    truth["generator"] = "tools/realjobs/make_set.py (independent of firstfault_sim)"
-    (d / "truth.json").write_text(json.dumps(truth, indent=1))
-    return d
+    return save_truth(d, truth, "make_set.py", extra.get("env", {}))
 
 
 def main() -> None:
