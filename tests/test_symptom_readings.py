@@ -576,3 +576,15 @@ def test_ncclinternalerror_alone_is_read_as_the_set_up(tmp_path: Path) -> None:
         "ncclInternalError: Internal check failed. ainode01: Last error\n",
     )
     assert str(v.category) == "configuration"
+
+
+def test_megatrons_dataset_set_up_is_a_jobs_log(tmp_path: Path) -> None:
+    """argonne-lcf/Megatron-DeepSpeed#28, a merged pull request's run: a paste of only Megatron's
+    dataset set-up is a training job's start, healthy so far, not a file to refuse."""
+    v = analyze_text(
+        tmp_path,
+        "    [2024-06-16 18:24:28][INFO][training:1634] - > building train, validation, and test datasets ...\n"
+        "    [2024-06-16 18:24:28][INFO][training:1617] -  > datasets target sizes (minimum size):\n"
+        "    [2024-06-16 18:24:28][INFO][training:1618] -     train:      10172544\n",
+    )
+    assert str(v.category) == "none"
