@@ -33,8 +33,14 @@ def test_kind_verdict(kind: str, kind_bundles: dict[str, Path]) -> None:
         assert got and got[0] == expected[0], f"{kind}: culprit {got} != truth {expected}\n{v.summary}"
     else:
         assert got == [], f"{kind}: healthy job blamed rank(s) {got}"
-    assert str(v.category) == t["expected_category"], f"{kind}: {v.category} ({v.summary})"
-    assert str(v.action) == t["expected_action"], f"{kind}: action {v.action}"
+    category, action = t["expected_category"], t["expected_action"]
+    if kind == "sigkill" and "Failed to parse reply file" in (bundle / "launcher.log").read_text():
+        # torch's agent can die of a victim's half-written error.json (a race a loaded machine
+        # makes likelier) before it prints the killed rank's exit code: with no -9 on record,
+        # the kill reads as a crash of that rank (tests/fixtures/torchrun/reply_file_race.log)
+        category, action = "process_crash", "restart"
+    assert str(v.category) == category, f"{kind}: {v.category} ({v.summary})"
+    assert str(v.action) == action, f"{kind}: action {v.action}"
     assert 0.0 <= v.confidence <= 1.0
     if kind != "none":
         # a hang, a straggler, a kill or an early exit can leave no line of the culprit's own

@@ -588,3 +588,15 @@ def test_megatrons_dataset_set_up_is_a_jobs_log(tmp_path: Path) -> None:
         "    [2024-06-16 18:24:28][INFO][training:1618] -     train:      10172544\n",
     )
     assert str(v.category) == "none"
+
+
+def test_torchrun_stumbling_over_a_half_written_reply_file_is_a_tear_down(tmp_path: Path) -> None:
+    """torch's agent reads each failed worker's error.json as it records the failure; a worker torn
+    down while writing it leaves it half-written, and the agent logs "Failed to parse reply file"
+    and dies of the JSONDecodeError. That exception is the launcher's, raised by a failure already
+    under way: a tear-down, never the job's fault."""
+    text = (Path(__file__).parent / "fixtures" / "torchrun" / "reply_file_race.log").read_text()
+    v = analyze_text(tmp_path, text)
+    assert str(v.category) != "application_error"
+    decode = [link for link in v.causal_chain if "JSONDecodeError" in link.event.text]
+    assert decode and all(str(link.event.role) == "teardown" for link in decode)

@@ -27,7 +27,7 @@ from firstfault.parse.stream import Hit, scan
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.parse.topology import learn_topology, load_topology_file
 from firstfault.parse.workers import parse_forked
-from firstfault.vocab import TEXT_KINDS, Event, FileKind, TsQuality
+from firstfault.vocab import TEXT_KINDS, Event, FileKind, Role, TsQuality
 from firstfault.vocab.identity import strip_prefixes
 from firstfault.vocab.timefmt import year_of
 from firstfault.vocab.topology import Topology
@@ -64,6 +64,23 @@ def _frames(hit: Hit) -> tuple[tuple[str, ...], bool]:
         out = _headless_frames(above, out, hit.text)  # no header: ``out`` holds every line above, peeled
     # the same traceback repeats on thousands of ranks: one copy of each frame line
     return tuple(sys.intern(x) for x in out), ignored
+
+
+# torchrun's agent reading a dead worker's reply file (error.json) as it records the failure:
+# ProcessFailure.__post_init__, called from the process context's _capture_process_failures
+_RECORDING = ("in _capture_process_failures", "in __post_init__")
+_ELASTIC_ERRORS = ("elastic/multiprocessing/api.py", "elastic/multiprocessing/errors/__init__.py")
+
+
+def _recording_a_failure(frames: tuple[str, ...]) -> bool:
+    """Was this exception raised by torchrun while it recorded a worker's failure?
+
+    Why: the agent reads each failed worker's reply file, and a worker torn down while writing it
+    leaves it half-written (torch 2.x: "Failed to parse reply file", then ``JSONDecodeError`` up
+    through the agent). That is the launcher stumbling over a failure already under way: a
+    tear-down, never the fault, which is whatever made the first worker fail.
+    """
+    return any(r in f and any(e in f for e in _ELASTIC_ERRORS) for f in frames for r in _RECORDING)
 
 
 def _label(line: str) -> str:
@@ -241,6 +258,7 @@ def parse_stream(
         frames, ignored = _frames(hit) if got.context_lines else ((), False)
         if ignored:
             fields[IGNORED_FIELD] = "1"
+        role = Role.TEARDOWN if _recording_a_failure(frames) else got.role
         if "cause" in fields:
             _quoted_cause(fields, sf, classifier)
         ev = Event(
@@ -251,7 +269,7 @@ def parse_stream(
             signature=got.signature,
             category=got.category,
             layer=got.layer,
-            role=got.role,
+            role=role,
             severity=got.severity,
             ts=info.ts,
             ts_quality=info.ts_quality,
