@@ -1,0 +1,109 @@
+"""A failure's fragments: what is left of a report is still a failure, never "no failure found".
+
+A paste often holds only part of what a failed job printed: the backtrace under a watchdog's
+exception without its message, the frames of a traceback cut before its exception line, a mismatch
+report cut inside its first fingerprint, or the launcher's own stumble over a failure under way.
+Each text is a real line from the public thread or real run named beside it; none is invented.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.paste_text import analyze_text
+
+
+def test_a_watchdogs_backtrace_alone_is_not_a_job_that_ended_well(tmp_path: Path) -> None:
+    """Lightning-AI/litgpt#1832: the paste is only the backtrace under a watchdog's exception, its
+    message cut off above. c10::Error prints "Exception raised from checkTimeout" only as the
+    watchdog takes the process down: a tear-down, so the verdict says the fault's own line is
+    missing instead of "no failure found"."""
+    v = analyze_text(
+        tmp_path,
+        "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:618 "
+        "(most recent call first):\n"
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7fe0c139c446 in "
+        "/home/mengyan3/.local/lib/python3.9/site-packages/torch/lib/libc10.so)\n",
+    )
+    assert str(v.category) != "none"
+    assert "torn down" in v.summary and "checkTimeout" in v.summary
+
+
+# ACEsuit/mace#1215: the paste ends inside rank 0's traceback, in DDP's parameter check, before the
+# exception's own line
+_CUT_IN_DDP = (
+    "[rank0]: Traceback (most recent call last):\n"
+    '[rank0]:   File "/opt/local/python/mace/conda/lib/python3.11/site-packages/mace/cli/run_train.py", '
+    "line 951, in run\n"
+    "[rank0]:     distributed_model = DDP(model, device_ids=[local_rank])\n"
+    "[rank0]:                         ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    '[rank0]:   File "/home/Software/python/conda/torch/2.8.0/gpu/lib/python3.11/site-packages/torch/nn/parallel/'
+    'distributed.py", line 845, in __init__\n'
+    "[rank0]:     _verify_param_shape_across_processes(self.process_group, parameters)\n"
+    '[rank0]:   File "/home/Software/python/conda/torch/2.8.0/gpu/lib/python3.11/site-packages/torch/distributed/'
+    'utils.py", line 281, in _verify_param_shape_across_processes\n'
+)
+
+
+def test_a_paste_that_stops_inside_a_traceback_is_no_healthy_job(tmp_path: Path) -> None:
+    """CPython prints the frames first and the exception's line last: frames with no line below
+    them say an exception was raised whose message the log lacks. Not "no failure found"."""
+    v = analyze_text(tmp_path, _CUT_IN_DDP)
+    assert str(v.category) == "unknown"
+    assert "stops inside its traceback" in v.summary and "log.txt:7" in v.summary
+
+
+def test_a_headless_traceback_through_torch_distributed_is_a_jobs_log(tmp_path: Path) -> None:
+    """Lightning-AI/pytorch-lightning#19106: two ranks' interleaved frames down to a broadcast, cut
+    before the error. Frames in torch.distributed are a distributed job's, not a file to refuse."""
+    v = analyze_text(
+        tmp_path,
+        '  File "/myenv/python3.10/site-packages/lightning_fabric/utilities/distributed.py", line 220, in _sync_ddp\n'
+        "    broadcast(object_sizes_tensor, src=src, group=group)\n"
+        '  File "/myenv/python3.10/site-packages/torch/distributed/c10d_logger.py", line 47, in wrapper\n'
+        "    return func(*args, **kwargs)\n"
+        '  File "/myenv/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 1906, in broadcast\n'
+        "    torch.distributed.barrier(group=group)\n"
+        "    work = default_pg.broadcast([tensor], opts)\n",
+    )
+    assert str(v.category) == "unknown" and "stops inside its traceback" in v.summary
+
+
+def test_a_complete_traceback_or_a_faulthandler_dump_is_no_cut_traceback(tmp_path: Path) -> None:
+    """The rule reads only a file that ends inside a traceback: one that ends in its exception's
+    line keeps that line's reading, and a faulthandler dump ("most recent call first") is none."""
+    v = analyze_text(tmp_path, _CUT_IN_DDP + "[rank0]: KeyError: 'lr'\n")
+    assert "stops inside its traceback" not in v.summary
+    dump = analyze_text(
+        tmp_path,
+        "Thread 0x00007f7e5e7fc700 (most recent call first):\n"
+        '  File "/usr/lib/python3.10/threading.py", line 324 in wait\n',
+        "dump.txt",
+    )
+    assert "stops inside its traceback" not in dump.summary
+
+
+def test_a_mismatch_report_cut_inside_its_fingerprint_names_no_rank(tmp_path: Path) -> None:
+    """ACEsuit/mace#1348: rank 0's DETAIL report, cut before "but Rank N is running". Every rank
+    raises it naming itself first, so the printing rank is not shown to be the odd one."""
+    v = analyze_text(
+        tmp_path,
+        "[rank0]: RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=633704, OpType=ALLGATHER, TensorShape=[1], TensorDtypes=Long, "
+        "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda, layout=Strided (default\n",
+    )
+    assert str(v.category) == "collective_mismatch"
+    assert v.culprit.ranks == []
+    assert any("cut inside the first rank's fingerprint" in r for r in v.reasons)
+
+
+def test_torchrun_stumbling_over_a_half_written_reply_file_is_a_tear_down(tmp_path: Path) -> None:
+    """torch's agent reads each failed worker's error.json as it records the failure; a worker torn
+    down while writing it leaves it half-written, and the agent logs "Failed to parse reply file"
+    and dies of the JSONDecodeError. That exception is the launcher's, raised by a failure already
+    under way: a tear-down, never the job's fault."""
+    text = (Path(__file__).parent / "fixtures" / "torchrun" / "reply_file_race.log").read_text()
+    v = analyze_text(tmp_path, text)
+    assert str(v.category) != "application_error"
+    decode = [link for link in v.causal_chain if "JSONDecodeError" in link.event.text]
+    assert decode and all(str(link.event.role) == "teardown" for link in decode)
