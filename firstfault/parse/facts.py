@@ -20,7 +20,7 @@ from firstfault.parse.ray import worker_rank, worker_ranks
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.vocab import FileKind, settings
 from firstfault.vocab.identity import MPI_PREFIX, RANK_PREFIX, srun_labels_agent, strip_prefixes
-from firstfault.vocab.text import no_ansi
+from firstfault.vocab.text import EXCEPTION_LINE, no_ansi
 
 PROGRESS_TAIL = 16 * 1024  # ~120 progress lines: the last step and the recent step times
 END_LINES = 20  # where a file's last step counter is looked for (the end of training, see _training_end)
@@ -74,11 +74,6 @@ def _training_on(raw: str, text: str) -> bool:
     return _shows_training(text) or ("%|" in raw and _shows_training(raw))
 
 
-# An exception's own line ("FloatingPointError: loss is nan at step 5"): a report of a failure that
-# names a step, not a step; as reason.went_on's, a dotted class ending in Error or Exception
-_EXCEPTION_LINE = re.compile(r"\s*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?::|$)")
-
-
 def _trained(
     numbered: Iterable[tuple[int, str]], sf: SourceFile, ctx: ParseContext, pids: dict[int, int] | None
 ) -> Iterator[tuple[int, int | None]]:
@@ -91,7 +86,7 @@ def _trained(
         if not any(lit in raw for lit in progress_mod.TRAINING_LITERALS):
             continue
         text, local_rank, rank = strip_prefixes(raw)
-        if not _training_on(raw, text) or _EXCEPTION_LINE.match(text):
+        if not _training_on(raw, text) or EXCEPTION_LINE.match(text.lstrip()):
             continue
         rank = rank if rank is not None else local_rank
         if rank is None and pids:

@@ -44,7 +44,6 @@ job's failure.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence, Set
 
 from firstfault.match.unrecognised import UNRECOGNISED
@@ -52,7 +51,7 @@ from firstfault.parse.run import IGNORED_FIELD
 from firstfault.reason.correlate import is_exit_record
 from firstfault.reason.refine import GENERIC_EXCEPTION
 from firstfault.vocab import Event, Layer, Role, Severity
-from firstfault.vocab.text import clip
+from firstfault.vocab.text import EXCEPTION_LINE, clip
 
 OWN_LAYERS = frozenset({Layer.APPLICATION, Layer.FRAMEWORK, Layer.DRIVER})
 WENT_ON = "went_on"  # the field a demoted event carries
@@ -72,10 +71,6 @@ def went_on_from(
     return out
 
 
-# A traceback's last line: an exception's (dotted) class, a colon or the end (CPython traceback.c).
-_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?::|$)")
-
-
 def caught_exception(e: Event) -> bool:
     """Is ``e`` a Python exception line that a trainer could have caught and gone on from: one only
     the generic signature reads, or one a known signature of the application's own layer reads?
@@ -85,7 +80,7 @@ def caught_exception(e: Event) -> bool:
         return False
     if e.signature == GENERIC_EXCEPTION:
         return True
-    return e.layer == Layer.APPLICATION and e.signature != UNRECOGNISED and bool(_EXCEPTION_LINE.match(e.text.strip()))
+    return e.layer == Layer.APPLICATION and e.signature != UNRECOGNISED and bool(EXCEPTION_LINE.match(e.text.strip()))
 
 
 def died_of(caught: Sequence[Event], events: Sequence[Event], mixed: Set[str]) -> list[Event]:

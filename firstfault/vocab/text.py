@@ -15,6 +15,12 @@ from collections.abc import Sequence
 _ANSI_CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
+# A traceback's last line: an exception's (dotted) class, a colon or the end (CPython traceback.c).
+# Matched against a stripped line: the parse stage reads it to tell a failure report naming a step
+# from a step, the reasoning to tell a caught exception from a framework's or a host's report.
+EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?::|$)")
+
+
 def no_ansi(text: str) -> str:
     """``text`` without terminal escape codes (unchanged, and no regex run, when it has none)."""
     return _ANSI_CSI.sub("", text) if "\x1b" in text else text
