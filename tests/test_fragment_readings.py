@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from firstfault.pipeline import analyze
 from tests.paste_text import analyze_text
 
 
@@ -107,3 +108,33 @@ def test_torchrun_stumbling_over_a_half_written_reply_file_is_a_tear_down(tmp_pa
     assert str(v.category) != "application_error"
     decode = [link for link in v.causal_chain if "JSONDecodeError" in link.event.text]
     assert decode and all(str(link.event.role) == "teardown" for link in decode)
+
+
+def test_a_tail_whose_traceback_runs_through_backward_is_no_start_up_failure() -> None:
+    """The last 60 lines of a real 4-rank torchrun job (tools/realjobs, rank 2 raised at step 6):
+    rank 1's "Connection closed by peer" raised inside ``loss.backward()``, then torchrun's summary
+    naming rank 2 (exit code 1). No step line is left, but a traceback through autograd's backward
+    pass shows the job was training: rank 2's exit is its own error, not a start-up failure."""
+    v = analyze(Path(__file__).parent / "fixtures" / "realjobs" / "tail_exception_r2")
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [2]
+    assert not any("before training" in r or "no line shows training" in r for r in v.reasons)
+
+
+def test_a_backward_frame_is_training_and_a_start_up_traceback_is_not(tmp_path: Path) -> None:
+    """The frame line is torch 2.13's (torch/_tensor.py's ``backward``); a traceback through
+    ``init_process_group`` instead stays a start-up failure when nothing shows training."""
+    mid_step = (
+        "Traceback (most recent call last):\n"
+        '  File "/work/tools/realjobs/train.py", line 412, in main\n'
+        "    loss.backward()\n"
+        '  File "/usr/lib/python3.11/site-packages/torch/_tensor.py", line 625, in backward\n'
+        "    torch.autograd.backward(\n"
+        "ValueError: the batch holds no labels\n"
+    )
+    at_start = mid_step.replace(
+        '  File "/usr/lib/python3.11/site-packages/torch/_tensor.py", line 625, in backward\n'
+        "    torch.autograd.backward(\n",
+        "",
+    ).replace("loss.backward()", "dist.init_process_group('gloo')")
+    assert str(analyze_text(tmp_path, mid_step, "mid_step.log").category) == "application_error"
+    assert str(analyze_text(tmp_path, at_start, "at_start.log").category) == "configuration"

@@ -64,6 +64,31 @@ def training_marks(lines: list[str], ctx: ParseContext, blob: str | None = None)
         return  # the earliest marker of these lines is the one that counts
 
 
+# A traceback through autograd's backward pass: the process was running a training step when it
+# failed. torch/_tensor.py's and torch/autograd/__init__.py's ``backward`` and 2.4+'s
+# torch/autograd/graph.py ``_engine_run_backward`` are where ``loss.backward()`` enters the engine;
+# the last is the source line CPython prints under the frame (a paste may begin below the frame).
+_BACKWARD_FRAME = re.compile(
+    r'File "[^"]*torch[/\\](?:_tensor\.py|autograd[/\\](?:__init__|graph)\.py)", line \d+, '
+    r"in (?:backward|_engine_run_backward)"
+    r"|_execution_engine\.run_backward\("
+)
+
+
+def training_frames(blob: str, ctx: ParseContext) -> None:
+    """Note training under way when a traceback runs through autograd's backward pass.
+
+    Why: a step's line is what usually shows training, but a paste may hold only the failure's
+    traceback. One whose frames pass through ``loss.backward()`` failed inside a training step, so
+    it is no start-up failure (``reason.configuration.before_training``), whatever lines the paste
+    left out. The time is not known (a frame has none): training is seen, its start is not placed.
+    """
+    if ctx.training_seen or "backward" not in blob:
+        return
+    if _BACKWARD_FRAME.search(blob):
+        ctx.training_seen = True
+
+
 def _shows_training(text: str) -> bool:
     return progress_mod.training_line(text) and not progress_mod.SETUP_BAR.search(text)
 
@@ -349,6 +374,9 @@ def absorb_lines(
     last = _first_time(lines[::-1], ctx)
     training_marks(head, ctx, head_text)
     training_marks(lines, ctx, tail_text)
+    training_frames(head_text if head_text is not None else "\n".join(head), ctx)
+    if head is not lines:
+        training_frames(tail_text if tail_text is not None else "\n".join(lines), ctx)
     _training_end(lines, first_no, sf, ctx)
     _cut_traceback(lines, first_no, sf, ctx)
     pids = worker_ranks(head_text, tail_text)
