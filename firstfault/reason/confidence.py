@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from firstfault.reason.correlate import Candidate
+from firstfault.reason.correlate import Candidate, exit_signal
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.vocab import CandidateKind, TsQuality, settings
 
@@ -22,6 +22,24 @@ _KIND_PHRASE = {
     CandidateKind.COMMON: "a failure every rank shared",
     CandidateKind.STALLED: "a job that stalled long before it was ended (a time limit, a cancel, a stop from outside)",
 }
+
+
+# Exit statuses that say a process failed, not why: 1 is CPython's status for an uncaught exception
+# (and most programs' "error"), SIGABRT is abort() under an uncaught C++ exception or a failed check
+# (gloo's enforce, c10's TORCH_CHECK, glibc's). The failure's own words are its error, printed
+# above the exit; an exit alone says a category only by default. A SIGKILL (the OOM killer, a
+# scheduler), a SIGSEGV (a crash) or a status the program chose (``sys.exit(3)``) says more.
+GENERIC_EXIT_CODES = frozenset({"1"})
+GENERIC_EXIT_SIGNALS = frozenset({"SIGABRT"})
+GENERIC_EXIT_PENALTY = 0.25
+
+
+def generic_exit(win: Candidate) -> bool:
+    """Is ``win`` an exit whose status says only that the process failed (see above)?"""
+    e = win.event
+    if win.kind != CandidateKind.EXIT or e is None:
+        return False
+    return exit_signal(e) in GENERIC_EXIT_SIGNALS or e.fields.get("exitcode", "").strip() in GENERIC_EXIT_CODES
 
 
 def confidence(
@@ -43,6 +61,12 @@ def confidence(
     }.get(win.kind, 0.5)
     score = base
     why.append(f"{base:.2f} for {_KIND_PHRASE.get(win.kind, 'a candidate')}")
+    if generic_exit(win):
+        score -= GENERIC_EXIT_PENALTY
+        why.append(
+            f"-{GENERIC_EXIT_PENALTY:.2f}: its exit status says the process failed, not why; "
+            "the error it printed is not in the log"
+        )
     others = [c for c in rest if c.rank != win.rank or c.host != win.host]
     if others and win.ts is not None and others[0].ts is not None:
         gap = others[0].ts - win.ts
