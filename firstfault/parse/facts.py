@@ -47,9 +47,11 @@ def training_marks(lines: list[str], ctx: ParseContext, blob: str | None = None)
     log, a tail of stack dumps) hold no training word at all and are passed over in one C scan.
     The time is that of the marker line or, failing that, of the nearest timed line above it:
     looked up from the marker backwards, so a tail's other lines are never parsed for a time.
+    A traceback through the backward pass shows training too, untimed (:func:`training_frames`).
     """
     if blob is None:
         blob = "\n".join(lines)
+    training_frames(blob, ctx)
     if not any(lit in blob for lit in progress_mod.TRAINING_LITERALS):
         return
     for i, raw in enumerate(lines):
@@ -374,9 +376,6 @@ def absorb_lines(
     last = _first_time(lines[::-1], ctx)
     training_marks(head, ctx, head_text)
     training_marks(lines, ctx, tail_text)
-    training_frames(head_text if head_text is not None else "\n".join(head), ctx)
-    if head is not lines:
-        training_frames(tail_text if tail_text is not None else "\n".join(lines), ctx)
     _training_end(lines, first_no, sf, ctx)
     _cut_traceback(lines, first_no, sf, ctx)
     pids = worker_ranks(head_text, tail_text)
