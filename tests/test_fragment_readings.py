@@ -149,3 +149,39 @@ def test_an_exit_status_that_says_only_failed_is_less_sure_than_a_kill() -> None
     said = "exit status says the process failed, not why"
     assert any(said in r for r in tail.reasons) and tail.confidence < 0.7
     assert not any(said in r for r in kill.reasons)
+
+
+_REALJOBS = Path(__file__).parent / "fixtures" / "realjobs"
+
+
+def test_bare_exits_as_a_peers_wait_ran_out_are_waiters_giving_up() -> None:
+    """The last 60 lines of a real 4-rank torchrun job (tools/realjobs, rank 0 stalled at step 4):
+    rank 2's gloo recv timed out after 15 s, ranks 1 and 3 exited with code 1 (their own timeouts
+    cut off above), torchrun stopped ranks 0 and 2. Two bare exits at the second the wait ran out
+    are not "a crash on every rank": the wait began 15 s earlier, and rank 0 is the rank that
+    neither waited nor ended on its own."""
+    v = analyze(_REALJOBS / "tail_hang_r0_print")
+    assert str(v.category) == "hang" and v.culprit.ranks[:1] == [0]
+    assert any("waiters giving up" in r for r in v.reasons)
+
+
+def test_several_ranks_the_launcher_stopped_leave_the_stalled_one_unnamed() -> None:
+    """The same cut of a job whose rank 2 stalled: rank 3 timed out, rank 0 exited with code 1,
+    torchrun stopped ranks 1 and 2. Which of the two stopped ranks stalled is not in the log: a
+    hang, and no rank named rather than the lower one."""
+    v = analyze(_REALJOBS / "tail_hang_r2")
+    assert str(v.category) == "hang" and v.culprit.ranks == []
+    assert any("rank(s) 1, 2 neither timed out" in r for r in v.reasons)
+
+
+def test_an_exit_a_whole_timeout_before_the_wait_ran_out_keeps_its_reading(tmp_path: Path) -> None:
+    """An exit at the start of a peer's wait may be what the peer waited for (under srun without
+    --kill-on-bad-exit a crash leaves its peers to time out one timeout later): the same lines with
+    torchrun's records dated 14 s before the timeout keep the exit's reading."""
+    text = (_REALJOBS / "tail_hang_r0_print" / "console.log").read_text()
+    assert "time      : 2026-12-07_05:43:15" in text
+    early = text.replace("time      : 2026-12-07_05:43:15", "time      : 2026-12-07_05:43:01")
+    early = early.replace("E1207 05:43:15.395000", "E1207 05:43:01.395000")
+    v = analyze_text(tmp_path, early, "console.log")
+    assert str(v.category) != "hang"
+    assert not any("waiters giving up" in r for r in v.reasons)

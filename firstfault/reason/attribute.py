@@ -35,7 +35,7 @@ from firstfault.reason.flightrec import fr_companions
 from firstfault.reason.hypothesis import DEFAULT_ACTION, hypothesis
 from firstfault.reason.inputs import ReasoningInput, fr_dumped_culprits
 from firstfault.reason.lost_hosts import date_lost_hosts
-from firstfault.reason.named import named_by_victims
+from firstfault.reason.named import named_by_victims, waited_before_exits
 from firstfault.reason.nccl_coll import coll_mismatch
 from firstfault.reason.network import localize_network
 from firstfault.reason.refine import (
@@ -174,7 +174,7 @@ def candidates(corr: Correlation, inp: ReasoningInput) -> list[Candidate]:
     cands = date_lost_hosts(cands, corr, inp.progress, inp.topology)  # also absorbs peer errors
     cands.sort(key=candidate_order)
     explained_below(cands)
-    cands = named_by_victims(cands, corr, inp) + cands
+    cands = (named_by_victims(cands, corr, inp) or waited_before_exits(cands, corr, inp)) + cands
     if cands:
         stalled = stalled_first(cands[0], corr, inp)
         if stalled is not None:

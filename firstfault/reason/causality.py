@@ -63,11 +63,13 @@ def ring_collective(events: Iterable[Event]) -> str | None:
 
 
 def awaited_ranks(events: Iterable[Event]) -> Counter[int]:
-    """How many victims name each rank as the one they waited for."""
+    """How many victims name each rank as the one they waited for (``awaited_rank``; a report that
+    names several, "Ranks 2, 3 failed to pass monitoredBarrier", sets ``awaited_ranks``)."""
     out: Counter[int] = Counter()
     cap = settings.current().limits.max_world
     for e in events:
         out.update(rank_numbers(e.fields.get("awaited_rank", ""), cap))
+        out.update(rank_numbers(e.fields.get("awaited_ranks", ""), cap))
     return out
 
 

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 from firstfault.align import sort_key
 from firstfault.reason.causality import awaited_ranks
-from firstfault.reason.correlate import Candidate, Correlation
+from firstfault.reason.confidence import generic_exit
+from firstfault.reason.correlate import TEARDOWN_SIGNALS, Candidate, Correlation, exit_signal
 from firstfault.reason.frames import where_stopped
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.vocab import CandidateKind, Category, Event, RankProgress, Role
@@ -54,6 +55,81 @@ def named_by_victims(cands: Sequence[Candidate], corr: Correlation, ev: Reasonin
             Candidate(CandidateKind.SILENT, None, r, None, p.last_step_ts if p else None, Category.HANG, reasons)
         )
     return out
+
+
+def _wait_began(e: Event) -> float | None:
+    """When a timed-out wait began: its timeout before the line that reports it (None: not known)."""
+    ms = e.fields.get("timeout_ms", "")
+    return e.ts - int(ms) / 1000.0 if e.ts is not None and ms.isdigit() else None
+
+
+def waited_before_exits(cands: Sequence[Candidate], corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
+    """A hang, when the only candidates are bare exits that came as a peer's wait ran out.
+
+    A timeout of D ms reported at T says its rank waited from T - D on, in vain, for a peer that
+    stayed connected: the stall began then. Ranks that exit with a status that says only "failed"
+    (1, SIGABRT: ``confidence.generic_exit``), no error of their own in the log, within the last
+    half of that wait, are the waiters giving up at their own timeouts, whose lines the paste left
+    out (the tail of a console holds torchrun's summary and little else): the exits follow the
+    stall, they do not explain it. A rank whose exit explained the wait would have ended when the
+    wait began, a timeout earlier (a crash under ``srun`` without ``--kill-on-bad-exit``: its peers
+    time out one timeout after it), and keeps its reading; so does any candidate that is not such
+    an exit.
+
+    The stalled rank is the one the waiters name (a monitored barrier, a store key), else a rank
+    that neither waited nor ended on its own: the launcher stopped it (SIGTERM) while it still ran.
+    With several such ranks, which one stalled is not in the log (``ties.tied_at_one_step``'s
+    reasoning): the verdict names no rank and lists them.
+    """
+    if not cands or not all(generic_exit(c) and c.ts is not None for c in cands):
+        return []
+    waits = [(b, e) for e in corr.errors if e.role == Role.CASCADE and (b := _wait_began(e)) is not None]
+    if not waits:
+        return []
+    began, wait = min(waits, key=lambda w: w[0])
+    assert wait.ts is not None
+    first = min(c.ts for c in cands if c.ts is not None)
+    if first < wait.ts - (wait.ts - began) / 2:
+        return []  # an exit in the wait's first half: it may be what the peer waited for
+    exited = sorted({c.rank for c in cands if c.rank is not None})
+    premise = (
+        f"{wait.source}:{wait.line}: a rank waited {wait.ts - began:.0f} s in vain (from {iso(began)}); the bare "
+        f"exit(s) of rank(s) {rank_list(exited) or '?'} came as that wait ran out, with no error of their own "
+        "in the log: waiters giving up, not the fault"
+    )
+    awaited = awaited_ranks(e for e in corr.errors if e.role == Role.CASCADE)
+    named = [r for r, _ in awaited.most_common()]
+    stopped = sorted(
+        r
+        for r, v in corr.ranks.items()
+        if v.first_root is None
+        and v.first_cascade is None
+        and v.exits
+        and all(exit_signal(x) in TEARDOWN_SIGNALS for x in v.exits)
+    )
+    suspects = named or stopped
+    if len(suspects) != 1:
+        reasons = [premise]
+        if suspects:
+            how = (
+                "are named by the waiters"
+                if named
+                else "neither timed out nor ended on their own (the launcher stopped them while they still ran)"
+            )
+            reasons.append(
+                f"rank(s) {rank_list(suspects)} {how}: which of them the others waited for is not in the log, "
+                "so no rank is named"
+            )
+        else:
+            reasons.append("no line says which rank they waited for (its lines, or its place, are not in the log)")
+        return [Candidate(CandidateKind.SILENT, None, None, None, began, Category.HANG, reasons)]
+    r = suspects[0]
+    why = (
+        f"{awaited[r]} waiting rank(s) name rank {r} as the rank they waited for"
+        if named
+        else f"rank {r} neither timed out nor ended on its own: the launcher stopped it while it still ran"
+    )
+    return [Candidate(CandidateKind.SILENT, None, r, None, began, Category.HANG, [premise, why])]
 
 
 def awaited_by_all(corr: Correlation, e: Event, progress: Sequence[RankProgress]) -> Candidate | None:
