@@ -523,6 +523,16 @@ def test_the_same_errors_before_a_fault_do_not_hide_it() -> None:
     assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [2]
 
 
+def test_a_command_the_script_lacked_is_refuted_by_the_training_after_it() -> None:
+    """The job script's ``nvidia-smi`` is not on the node ("command not found"), then 4 ranks train
+    until rank 3 is SIGKILLed at step 7. No line above torchrun's tear-down has a time, so the
+    shell's line takes the tear-down's (an upper bound) and came first; but its reading, that no
+    process started, is refuted by the training below it: the kill is the failure."""
+    v = _v("l_shell_noise_then_sigkill_r3")
+    assert str(v.category) == "host_oom" and v.culprit.ranks[:1] == [3]
+    assert any("error(s) that say nothing started" in w and "nvidia-smi" in w for w in v.warnings)
+
+
 def test_srun_torchrun_agents_are_nodes_not_restarts() -> None:
     """Under ``srun torchrun`` two nodes' agents print their summaries into one job output: two
     attempts' worth of failure lines from two hosts are one attempt, and the summary's "rank : 3

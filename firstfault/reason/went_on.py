@@ -25,6 +25,10 @@ correlation, four kinds of line above it are demoted to noise, as a transient th
   (a preemption, a death signal) end jobs, and the kernel's and the fabric's are a host's, whose
   flapping port is the classic first sign of a later timeout: those keep their readings (but for
   the next kind);
+* an error whose reading is that **nothing started** (signature field ``no_start``: the shell's
+  "command not found", read as a launcher missing from the environment): training lines after it
+  in the same file refute that reading. The job script went past a command it lacked (a
+  ``nvidia-smi`` the node does not have), and a later fault, a SIGKILL at step 7, is the failure;
 * any other error, where **training reached its end** after it (a step counter at its total, a
   line that marks the job's end): a job script's own commands before the launcher (no
   ``nvidia-smi`` on the node, a GPU check that raises on a CPU node, an optional ``pip install``
@@ -55,6 +59,7 @@ from firstfault.vocab.text import EXCEPTION_LINE, clip
 
 OWN_LAYERS = frozenset({Layer.APPLICATION, Layer.FRAMEWORK, Layer.DRIVER})
 WENT_ON = "went_on"  # the field a demoted event carries
+NO_START = "no_start"  # a signature field: its reading is that no process of the job started
 
 
 def went_on_from(
@@ -178,10 +183,12 @@ def demote_went_on(
         and e.severity == Severity.WARNING
         and e.layer in OWN_LAYERS
     ]
+    unstarted = [e for e in events if e.role == Role.ROOT and e.fields.get(NO_START) == "1"]
     kinds = [
         ("error line(s) no signature knows", unknown),
         ("Python exception(s) a trainer caught", caught),
         ("warning(s) of a known kind", warned),
+        ("error(s) that say nothing started", unstarted),
     ]
     if ended:  # the job ended well: whatever training followed did not stop it
         seen = {id(e) for _, evs in kinds for e in evs}
