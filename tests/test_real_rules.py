@@ -523,6 +523,15 @@ def test_the_same_errors_before_a_fault_do_not_hide_it() -> None:
     assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [2]
 
 
+def test_rank_0s_progress_counts_when_quiet_ranks_are_ordered() -> None:
+    """set 9's i_exit0_r0 regenerated: rank 0 stops early after step 6 (sys.exit(0)), ranks 1 and 3
+    lose their connections, and torchrun stops rank 2, which had made step 7. Both quiet ranks are
+    candidates; the one behind (rank 0, step 6) comes first. Rank 0's progress was looked up as
+    rank -1 (``c.rank or -1``), so rank 0 always sorted as if it had no step at all."""
+    v = _v("i_exit0_r0_peer_stopped")
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [0]
+
+
 def test_a_command_the_script_lacked_is_refuted_by_the_training_after_it() -> None:
     """The job script's ``nvidia-smi`` is not on the node ("command not found"), then 4 ranks train
     until rank 3 is SIGKILLed at step 7. No line above torchrun's tear-down has a time, so the

@@ -183,7 +183,7 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
 
     def key(c: Candidate) -> tuple[int, int, int, float, int]:
         fr_pos = fr_pos_of.get(c.rank if c.rank is not None else -1, len(fr_list) + 1)
-        p = prog.get(c.rank or -1)
+        p = prog.get(c.rank if c.rank is not None else -1)
         step = p.last_step if p and p.last_step is not None else 10**9
         named = -awaited.get(c.rank if c.rank is not None else -1, 0)
         return (fr_pos, named, step, c.ts if c.ts is not None else float("inf"), c.rank or 0)
