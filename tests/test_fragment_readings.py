@@ -185,3 +185,15 @@ def test_an_exit_a_whole_timeout_before_the_wait_ran_out_keeps_its_reading(tmp_p
     v = analyze_text(tmp_path, early, "console.log")
     assert str(v.category) != "hang"
     assert not any("waiters giving up" in r for r in v.reasons)
+
+
+def test_an_exception_torchs_excepthook_wrote_is_never_one_a_trainer_caught() -> None:
+    """80 lines from the first error of a real torchrun job (tools/realjobs set 6): ranks 2 and 3
+    raise in FSDP2's mesh set-up while ranks 0 and 1 train on, and the paste stops before torchrun's
+    records. The "[rank2]: " before every line of the report is torch's ``_distributed_excepthook``,
+    which CPython calls only for an exception that ends the program: the training lines after it
+    are the other ranks', and the job did not go on from it."""
+    v = analyze(_REALJOBS / "from_error_mesh_too_small")
+    assert str(v.category) != "none"
+    assert v.root_event is not None and "IndexError" in v.root_event.text
+    assert not any("a trainer caught" in w for w in v.warnings)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from typing import IO
@@ -38,6 +39,14 @@ MAX_CONTEXT = 30
 # on, so the exception is no failure of it (``reason.went_on``)
 IGNORED = "Exception ignored "
 IGNORED_FIELD = "ignored"  # the field such an exception's event carries
+# torch's own hook for an exception nothing caught: init_process_group replaces sys.excepthook with
+# _distributed_excepthook, which writes the interpreter's report with "[rank{get_rank()}]: " before
+# every line (torch/distributed/distributed_c10d.py, 2.2 to 2.13.0). CPython calls sys.excepthook
+# only for an exception that ends the program: a trainer that catches one and logs it (logging's
+# exception(), traceback.print_exc()) writes no such prefix. An exception line under it is one its
+# process died of, whatever lines follow it in a shared console (``reason.went_on``).
+UNCAUGHT_FIELD = "uncaught"
+_EXCEPTHOOK_LABEL = re.compile(r"\[rank\d+\]: $")
 
 
 def _frames(hit: Hit) -> tuple[tuple[str, ...], bool]:
@@ -258,6 +267,8 @@ def parse_stream(
         frames, ignored = _frames(hit) if got.context_lines else ((), False)
         if ignored:
             fields[IGNORED_FIELD] = "1"
+        elif frames and _EXCEPTHOOK_LABEL.search(_label(hit.text)):
+            fields[UNCAUGHT_FIELD] = "1"
         role = Role.TEARDOWN if _recording_a_failure(frames) else got.role
         if "cause" in fields:
             _quoted_cause(fields, sf, classifier)

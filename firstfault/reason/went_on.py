@@ -10,8 +10,9 @@ correlation, four kinds of line above it are demoted to noise, as a transient th
 * an error line **no signature knows** (the "never silent" candidates): wandb's "Network error
   (ConnectionError), entering retry loop.", an LD_PRELOAD that did not load, CPython's
   "Exception ignored in: ..." at a loader's exit;
-* a **Python exception**: one only the generic signature reads (``python.exception``), or one a
-  known signature of the application's own layer reads (a ``FileNotFoundError`` of an index a
+* a **Python exception** (not one torch's excepthook wrote, "[rank2]: IndexError: ...", which
+  its process died of: ``parse.run.UNCAUGHT_FIELD``): one only the generic signature reads
+  (``python.exception``), or one a known signature of the application's own layer reads (a ``FileNotFoundError`` of an index a
   trainer rebuilds, a ``PermissionError``): a traceback a trainer caught and logged (an upload to a
   hub that failed with HTTP 502) before its next step. A known one counts only where the steps
   after it are its rank's own (a per-rank log, steps that name their rank) or training reached its
@@ -51,7 +52,7 @@ from __future__ import annotations
 from collections.abc import Sequence, Set
 
 from firstfault.match.unrecognised import UNRECOGNISED
-from firstfault.parse.run import IGNORED_FIELD
+from firstfault.parse.run import IGNORED_FIELD, UNCAUGHT_FIELD
 from firstfault.reason.correlate import is_exit_record
 from firstfault.reason.refine import GENERIC_EXCEPTION
 from firstfault.vocab import Event, Layer, Role, Severity
@@ -81,8 +82,8 @@ def caught_exception(e: Event) -> bool:
     the generic signature reads, or one a known signature of the application's own layer reads?
     Framework, driver and host errors are not: torch's failed collective or a GPU's fault printed
     before more steps (async reports, other ranks' lines) is no caught exception."""
-    if e.role != Role.ROOT:
-        return False
+    if e.role != Role.ROOT or e.fields.get(UNCAUGHT_FIELD):
+        return False  # torch's excepthook wrote it: nothing caught it (``parse.run.UNCAUGHT_FIELD``)
     if e.signature == GENERIC_EXCEPTION:
         return True
     return e.layer == Layer.APPLICATION and e.signature != UNRECOGNISED and bool(EXCEPTION_LINE.match(e.text.strip()))
