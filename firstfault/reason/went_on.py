@@ -10,15 +10,16 @@ correlation, four kinds of line above it are demoted to noise, as a transient th
 * an error line **no signature knows** (the "never silent" candidates): wandb's "Network error
   (ConnectionError), entering retry loop.", an LD_PRELOAD that did not load, CPython's
   "Exception ignored in: ..." at a loader's exit;
-* a **Python exception** (not one torch's excepthook wrote, "[rank2]: IndexError: ...", which
-  its process died of: ``parse.run.UNCAUGHT_FIELD``): one only the generic signature reads
-  (``python.exception``), or one a known signature of the application's own layer reads (a ``FileNotFoundError`` of an index a
-  trainer rebuilds, a ``PermissionError``): a traceback a trainer caught and logged (an upload to a
-  hub that failed with HTTP 502) before its next step. A known one counts only where the steps
-  after it are its rank's own (a per-rank log, steps that name their rank) or training reached its
-  last step, or the file holds it once per rank the job has (each rank printed it, so the steps
-  after it are steps of ranks that went on from it): in a console whose steps name no rank they
-  may otherwise be its peers' (Ray's console: one rank's NaN, then the others' steps);
+* a **Python exception** (not one torch's excepthook wrote, "[rank2]: IndexError: ...", which its
+  process died of: ``parse.run.UNCAUGHT_FIELD``): one only the generic signature reads
+  (``python.exception``), or one a known signature of the application's own layer reads (a
+  ``FileNotFoundError`` of an index a trainer rebuilds, a ``PermissionError``): a traceback a
+  trainer caught and logged (an upload to a hub that failed with HTTP 502) before its next step. A
+  known one counts only where the steps after it are its rank's own (a per-rank log, steps that
+  name their rank) or training reached its last step, or the file holds it once per rank the job
+  has (each rank printed it, so the steps after it are steps of ranks that went on from it): in a
+  console whose steps name no rank they may otherwise be its peers' (Ray's console: one rank's NaN,
+  then the others' steps);
 * a known signature of **warning** severity that the process says of its own environment (layers
   application, framework, driver: torch's "GradScaler is enabled, but CUDA is not available",
   "Can't initialize NVML", NCCL's RAS version mismatch). A later error is then the failure (an
