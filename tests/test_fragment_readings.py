@@ -197,3 +197,16 @@ def test_an_exception_torchs_excepthook_wrote_is_never_one_a_trainer_caught() ->
     assert str(v.category) != "none"
     assert v.root_event is not None and "IndexError" in v.root_event.text
     assert not any("a trainer caught" in w for w in v.warnings)
+
+
+def test_exit_code_1_on_every_rank_is_no_shared_cause() -> None:
+    """The last 60 lines of a real 6-rank torchrun job whose rank 3 stalled: only torchrun's summary
+    is left, five ranks with exit code 1 (their gloo timeouts cut off above) and rank 3 stopped by
+    SIGTERM. Exit code 1 is CPython's for any uncaught exception: five of them say five ranks
+    failed, not that one cause failed them all (a crash on every rank, 0.90, was read before). A
+    signal every rank died of (SIGSEGV) still is one (``configuration._common_exit``)."""
+    v = analyze(_REALJOBS / "tail_summary_only_6r")
+    assert str(v.category) != "process_crash"
+    assert not any("failed the same way" in r for r in v.reasons)
+    assert v.confidence <= 0.3
+    assert any("ended on their own too" in r for r in v.reasons)

@@ -33,6 +33,7 @@ from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.nccl_coll import coll_mismatch
 from firstfault.reason.stops import survivors_stopped
 from firstfault.vocab import CandidateKind, Category, Event, FRKind, Hypothesis, Layer, Role, TsQuality
+from firstfault.vocab.text import rank_list
 
 DETAIL_MISMATCH = "torch.collective_mismatch_detail"
 
@@ -386,10 +387,21 @@ def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInpu
     hyp.culprit.ranks = []
     # the headline must not name the rank the culprit no longer names
     if seen - {rank}:
-        hyp.summary = hyp.summary.replace(f" on rank {rank}", " (first of the ranks; the rest were torn down)", 1)
+        ended = sorted(r for r in seen - {rank} if failed_exit(corr.ranks[r]))
+        if ended:  # other ranks ended on their own too: the launcher did not stop them all
+            hyp.summary = hyp.summary.replace(f" on rank {rank}", " (first of the ranks to end)", 1)
+            how = (
+                f"rank {rank} ended first, rank(s) {rank_list(ended)} ended on their own too, and none of them "
+                "shows an error of its own in the log"
+            )
+        else:
+            hyp.summary = hyp.summary.replace(f" on rank {rank}", " (first of the ranks; the rest were torn down)", 1)
+            how = (
+                f"rank {rank} failed first and the launcher stopped the other ranks before they showed anything "
+                "of their own"
+            )
         hyp.reasons.append(
-            f"rank {rank} failed first and the launcher stopped the other ranks before they showed anything of "
-            "their own: a set-up failure, a library's bug or a mistake in the start-up code is every rank's, "
+            f"{how}: a set-up failure, a library's bug or a mistake in the start-up code is every rank's, "
             "so no rank is named"
         )
         return
