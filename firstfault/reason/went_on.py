@@ -42,6 +42,14 @@ train on while one outside it died. An exception there that is its rank's last, 
 then records that rank's exit with status 1 (CPython's for an uncaught exception), was not caught:
 the rank died of it, and it keeps its reading.
 
+One report comes *after* training's end and is still no failure: torchrun's agent enters its exit
+barrier only once its own worker group SUCCEEDED, and logs a failure there and goes on
+(``_exit_barrier``'s ``logger.exception("Error waiting on exit barrier ...")`` in
+torch/distributed/elastic/agent/server/api.py, 2.0 to 2.13). When the store's host left first,
+the barrier's wait fails with "Failed to recv, got 0 bytes" on the other nodes of a job that
+trained to its end (the race of the agent's TCP store on exit_barrier, pytorch/pytorch#69520). Where training reached its end, that report (the barrier's line, its
+traceback, and the store client's own warning of the same failed read) is demoted too.
+
 Other known errors keep their readings whatever follows them, short of training's end: a
 framework's failed collective, a driver's or a host's fault. What is demoted is named in a
 warning, never dropped, so an error the job survived is still reported; it is not called the
@@ -151,6 +159,33 @@ def _demote(gone: Sequence[Event], why: str) -> str | None:
     return f"{len(gone)} {why} (first: {first.source}:{first.line}: {clip(first.text.strip(), 120)})"
 
 
+EXIT_BARRIER = "torchelastic.exit_barrier_error"
+# the store client's failed read the barrier reports: its C++ warning and its Python exception
+_STORE_READS = frozenset({"torch.store_recv_zero"})
+_REPORT_LINES = 40  # a traceback of the barrier's logger, and the C++ warning printed just before it
+
+
+def _exit_barrier_reports(events: Sequence[Event]) -> list[Event]:
+    """The events of torchrun's exit-barrier reports: each "Error waiting on exit barrier" line and,
+    in the same file and second, the failed store read it logged (see the module's docstring) and
+    the lines of that read's C++ backtrace no signature knows ("Exception raised from recvBytes")."""
+    out = []
+    for b in events:
+        if b.signature != EXIT_BARRIER or b.ts is None:
+            continue
+        out.append(b)
+        out += [
+            e
+            for e in events
+            if (e.signature in _STORE_READS or e.signature == UNRECOGNISED)  # a C++ backtrace's head
+            and e.source == b.source
+            and abs(e.line - b.line) <= _REPORT_LINES
+            and e.ts is not None
+            and abs(e.ts - b.ts) < 1.0
+        ]
+    return out
+
+
 def demote_went_on(
     events: Sequence[Event],
     training_after: dict[tuple[str, int | None], int],
@@ -164,6 +199,14 @@ def demote_went_on(
     step (a step counter at its total) or a line marks the job's end; ``world``: how many ranks
     the bundle shows (its world size where a line states it)."""
     notes = _demote_ignored(events)
+    if ended:
+        note = _demote(
+            _exit_barrier_reports(events),
+            "line(s) of torchrun's exit-barrier report, which an agent writes only once its workers succeeded, after "
+            "training reached its end: not read as a failure",
+        )
+        if note:
+            notes.append(note)
     if not training_after:
         return notes
     unknown = [e for e in events if e.signature == UNRECOGNISED and e.role != Role.NOISE]
