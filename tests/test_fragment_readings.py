@@ -210,3 +210,14 @@ def test_exit_code_1_on_every_rank_is_no_shared_cause() -> None:
     assert not any("failed the same way" in r for r in v.reasons)
     assert v.confidence <= 0.3
     assert any("ended on their own too" in r for r in v.reasons)
+
+
+def test_torchruns_signal_exception_is_the_stop_from_outside() -> None:
+    """The last 60 lines of a real torchrun job stopped by SIGTERM at step 590 of 100000 (a
+    preemption): torchrun's "Received 15 death signal" warning is cut off above, and its traceback
+    ends "SignalException: Process 11669 got signal: 15", which _terminate_process_handler raises
+    for the same stop. It was a tear-down line, and the verdict said errors were found but none
+    could be placed."""
+    v = analyze(_REALJOBS / "tail_preempted")
+    assert str(v.category) == "scheduler"
+    assert v.root_event is not None and "got signal: 15" in v.root_event.text
