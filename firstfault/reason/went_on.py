@@ -45,10 +45,11 @@ the rank died of it, and it keeps its reading.
 One report comes *after* training's end and is still no failure: torchrun's agent enters its exit
 barrier only once its own worker group SUCCEEDED, and logs a failure there and goes on
 (``_exit_barrier``'s ``logger.exception("Error waiting on exit barrier ...")`` in
-torch/distributed/elastic/agent/server/api.py, 2.0 to 2.13). When the store's host left first,
-the barrier's wait fails with "Failed to recv, got 0 bytes" on the other nodes of a job that
-trained to its end (the race of the agent's TCP store on exit_barrier, pytorch/pytorch#69520). Where training reached its end, that report (the barrier's line, its
-traceback, and the store client's own warning of the same failed read) is demoted too.
+torch/distributed/elastic/agent/server/api.py, 2.0 to 2.13). When the store's host left first, the
+barrier's wait fails with "Failed to recv, got 0 bytes" on the other nodes of a job that trained to
+its end (the race of the agent's TCP store on exit_barrier, pytorch/pytorch#69520). Where training
+reached its end, that report (the barrier's line, its traceback, and the store client's own warning
+of the same failed read) is demoted too.
 
 Other known errors keep their readings whatever follows them, short of training's end: a
 framework's failed collective, a driver's or a host's fault. What is demoted is named in a
