@@ -552,6 +552,19 @@ def test_an_exit_barrier_after_training_reached_its_end_is_no_failure() -> None:
     assert any("exit-barrier report" in w for w in v.warnings)
 
 
+def test_a_keyboard_interrupt_is_a_stop_from_outside_not_a_job_that_ended_well() -> None:
+    """mp.spawn's parent prints the only traceback of a job a SIGINT stopped, ending in CPython's
+    bare "KeyboardInterrupt". It was no event at all, and the verdict was "no failure found". It is
+    a stop from outside (as torchrun's "Received 2 death signal"), with no rank of its own; its
+    time is the line above's, so whether the job had stalled before it is not known: lower
+    confidence. (Here rank 1 had stalled 25 s before: the stall is what the log cannot show.)"""
+    v = _v("sc_ctrlc_hang_r1")
+    assert str(v.category) == "scheduler" and v.culprit.ranks == []
+    assert v.root_event is not None and v.root_event.text.strip() == "KeyboardInterrupt"
+    assert v.confidence <= 0.7
+    assert any("when the stop from outside came is not in the log" in r for r in v.reasons)
+
+
 def test_srun_torchrun_agents_are_nodes_not_restarts() -> None:
     """Under ``srun torchrun`` two nodes' agents print their summaries into one job output: two
     attempts' worth of failure lines from two hosts are one attempt, and the summary's "rank : 3

@@ -42,6 +42,19 @@ def generic_exit(win: Candidate) -> bool:
     return exit_signal(e) in GENERIC_EXIT_SIGNALS or e.fields.get("exitcode", "").strip() in GENERIC_EXIT_CODES
 
 
+def _same_stop(win: Candidate, other: Candidate) -> bool:
+    """Is ``other`` another copy of the stop from outside that ``win`` is (torchrun's death-signal
+    warning and each rank's KeyboardInterrupt for one Ctrl-C: signature field ``reason``)? A copy
+    of the winner is no competitor."""
+    a, b = win.event, other.event
+    return (
+        a is not None
+        and b is not None
+        and bool(a.fields.get("reason"))
+        and a.fields.get("reason") == b.fields.get("reason")
+    )
+
+
 def confidence(
     win: Candidate, rest: Sequence[Candidate], ev: ReasoningInput, named: int | None = None
 ) -> tuple[float, list[str]]:
@@ -67,7 +80,7 @@ def confidence(
             f"-{GENERIC_EXIT_PENALTY:.2f}: its exit status says the process failed, not why; "
             "the error it printed is not in the log"
         )
-    others = [c for c in rest if c.rank != win.rank or c.host != win.host]
+    others = [c for c in rest if (c.rank != win.rank or c.host != win.host) and not _same_stop(win, c)]
     if others and win.ts is not None and others[0].ts is not None:
         gap = others[0].ts - win.ts
         if gap < 0.1:
@@ -85,6 +98,19 @@ def confidence(
     if win.event is not None and win.event.ts_quality == TsQuality.NONE:
         score -= 0.2
         why.append("-0.20: the root event has no timestamp")
+    elif (
+        win.event is not None
+        and win.event.fields.get("reason")
+        and win.event.ts_quality == TsQuality.INHERITED
+        and not any(
+            e.fields.get("reason") == win.event.fields.get("reason") and e.ts_quality == TsQuality.EXACT
+            for e in [*(c.event for c in rest if c.event is not None), *win.supporting]
+        )
+    ):
+        # a stop whose time is the line above's: whether the job still moved when it came, or had
+        # stalled long before (reason.stalls: then the stall is the root), is not in the log
+        score -= 0.2
+        why.append("-0.20: when the stop from outside came is not in the log (its time is the line above's)")
     fr = fr_culprits(ev.fr)
     if fr and rank is not None:
         fr_ranks = [c.rank for c in fr]

@@ -156,8 +156,11 @@ def _rank_views(events: Sequence[Event]) -> tuple[dict[int, RankView], dict[str,
             if e.rank is not None and e.signature == UNRECOGNISED and e.role != Role.NOISE:
                 ranks.setdefault(e.rank, RankView(e.rank)).unrecognised.append(e)
             continue
-        if e.rank is None:
-            hosts[e.host or ""].append(e)  # "" holds events whose place is unknown
+        if e.rank is None or e.fields.get("job_level") == "1":
+            # "" holds events whose place is unknown; a word about the whole job (a cancel, a stop
+            # from outside) is no rank's own, whichever process printed it: Ctrl-C's
+            # KeyboardInterrupt reaches every rank, and a rank's copy of it is no fault of that rank
+            hosts[e.host or ""].append(e)
             continue
         v = ranks.setdefault(e.rank, RankView(e.rank))
         v.events.append(e)
