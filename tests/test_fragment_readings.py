@@ -221,3 +221,14 @@ def test_torchruns_signal_exception_is_the_stop_from_outside() -> None:
     v = analyze(_REALJOBS / "tail_preempted")
     assert str(v.category) == "scheduler"
     assert v.root_event is not None and "got signal: 15" in v.root_event.text
+
+
+def test_each_ranks_steps_are_found_above_another_ranks_last_block() -> None:
+    """The last 60 lines of a real healthy 3-rank torchrun job: ranks 1 and 2 each catch a
+    FileNotFoundError of an index at step 3 and train on to 20/20. torchrun passes each worker's
+    output on in blocks, so the console ends with rank 1's block; the read back for steps after an
+    error stopped once the ranks seen so far (rank 1) had theirs, and rank 2's caught error, with
+    its own steps 4 to 20 above rank 1's block, was read as the failure (configuration, 0.90)."""
+    v = analyze(_REALJOBS / "tail_healthy_caught_io_3r")
+    assert str(v.category) == "none"
+    assert any("a trainer caught" in w for w in v.warnings)

@@ -142,23 +142,27 @@ def _training_after(
     the rank that printed it (wandb's retry loop, an LD_PRELOAD that did not load, a traceback a
     trainer caught and logged) show the rank outlived it. Three lines, not one, and the same
     rank's where lines name their rank: a peer can print a step or two after a rank died, before
-    the collective that waits for it blocks. Read from the end of the tail, stopping once every
-    rank seen has its three (a per-rank file after three lines). ``pids``: Ray Train's worker
+    the collective that waits for it blocks. Read from the end of the tail (a per-rank file stops
+    after its three lines; a console is read over the whole scan). ``pids``: Ray Train's worker
     table (``parse.ray``), which names the rank of a line labelled only with its process.
     """
     if blob is not None and not any(lit in blob for lit in progress_mod.TRAINING_LITERALS):
         return
     found: dict[int | None, int] = {}
+    one = sf.rank is not None or sf.kind == FileKind.ELASTIC_RANK_LOG
     for back, rank in _trained(enumerate(reversed(lines[-WENT_ON_SCAN:])), sf, ctx, pids):
         for key in {None, rank}:
             found[key] = found.get(key, 0) + 1
             if found[key] == WENT_ON_LINES:
                 no = first_no + len(lines) - 1 - back
                 ctx.training_after[(sf.rel, key)] = max(no, ctx.training_after.get((sf.rel, key), 0))
-        if min(found.values()) >= WENT_ON_LINES:
-            # every rank seen so far has its three: a rank that stopped printing earlier is not
-            # looked for further back, and its error keeps its reading (the safe side)
-            return
+        if one and min(found.values()) >= WENT_ON_LINES:
+            return  # one process's file: its three are all there is to find
+    # A console of several ranks is read back over the whole scan: torchrun passes each worker's
+    # output on in blocks, so the last lines may all be one rank's while another's steps sit just
+    # above them (a healthy job's caught FileNotFoundError on rank 2, its steps 4 to 20 above rank
+    # 1's last block, was read as the failure). A rank that died keeps its error's reading: its
+    # own last training lines are above that error.
 
 
 def _training_below(head: list[str], sf: SourceFile, ctx: ParseContext, blob: str | None, pids: dict[int, int]) -> None:
