@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from firstfault.align import sort_key
 from firstfault.reason.causality import awaited_ranks
 from firstfault.reason.confidence import generic_exit
-from firstfault.reason.correlate import TEARDOWN_SIGNALS, Candidate, Correlation, exit_signal
+from firstfault.reason.configuration import failed_exit
+from firstfault.reason.correlate import Candidate, Correlation
 from firstfault.reason.frames import where_stopped
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.vocab import CandidateKind, Category, Event, RankProgress, Role
@@ -102,10 +103,7 @@ def waited_before_exits(cands: Sequence[Candidate], corr: Correlation, ev: Reaso
     stopped = sorted(
         r
         for r, v in corr.ranks.items()
-        if v.first_root is None
-        and v.first_cascade is None
-        and v.exits
-        and all(exit_signal(x) in TEARDOWN_SIGNALS for x in v.exits)
+        if v.first_root is None and v.first_cascade is None and v.exits and not failed_exit(v)
     )
     suspects = named or stopped
     if len(suspects) != 1:
