@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from firstfault.reason.correlate import Candidate, exit_signal
+from firstfault.reason.correlate import Candidate, says_only_failed
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
-from firstfault.vocab import CandidateKind, TsQuality, settings
+from firstfault.vocab import CandidateKind, Event, TsQuality, settings
 
 _KIND_PHRASE = {
     CandidateKind.EVENT: "an error event of its own",
@@ -24,29 +24,19 @@ _KIND_PHRASE = {
 }
 
 
-# Exit statuses that say a process failed, not why: 1 is CPython's status for an uncaught exception
-# (and most programs' "error"), SIGABRT is abort() under an uncaught C++ exception or a failed check
-# (gloo's enforce, c10's TORCH_CHECK, glibc's). The failure's own words are its error, printed
-# above the exit; an exit alone says a category only by default. A SIGKILL (the OOM killer, a
-# scheduler), a SIGSEGV (a crash) or a status the program chose (``sys.exit(3)``) says more.
-GENERIC_EXIT_CODES = frozenset({"1"})
-GENERIC_EXIT_SIGNALS = frozenset({"SIGABRT"})
 GENERIC_EXIT_PENALTY = 0.25
 
 
 def generic_exit(win: Candidate) -> bool:
-    """Is ``win`` an exit whose status says only that the process failed (see above)?"""
-    e = win.event
-    if win.kind != CandidateKind.EXIT or e is None:
-        return False
-    return exit_signal(e) in GENERIC_EXIT_SIGNALS or e.fields.get("exitcode", "").strip() in GENERIC_EXIT_CODES
+    """Is ``win`` an exit whose status says only that the process failed
+    (``correlate.says_only_failed``: exit code 1, SIGABRT)?"""
+    return win.kind == CandidateKind.EXIT and win.event is not None and says_only_failed(win.event)
 
 
-def _same_stop(win: Candidate, other: Candidate) -> bool:
-    """Is ``other`` another copy of the stop from outside that ``win`` is (torchrun's death-signal
-    warning and each rank's KeyboardInterrupt for one Ctrl-C: signature field ``reason``)? A copy
-    of the winner is no competitor."""
-    a, b = win.event, other.event
+def _same_stop(a: Event | None, b: Event | None) -> bool:
+    """Are ``a`` and ``b`` copies of one stop from outside (torchrun's death-signal warning and each
+    rank's KeyboardInterrupt for one Ctrl-C: signature field ``reason``)? A copy of the winner is
+    no competitor, and one with its own time dates the stop."""
     return (
         a is not None
         and b is not None
@@ -80,7 +70,7 @@ def confidence(
             f"-{GENERIC_EXIT_PENALTY:.2f}: its exit status says the process failed, not why; "
             "the error it printed is not in the log"
         )
-    others = [c for c in rest if (c.rank != win.rank or c.host != win.host) and not _same_stop(win, c)]
+    others = [c for c in rest if (c.rank != win.rank or c.host != win.host) and not _same_stop(win.event, c.event)]
     if others and win.ts is not None and others[0].ts is not None:
         gap = others[0].ts - win.ts
         if gap < 0.1:
@@ -103,7 +93,7 @@ def confidence(
         and win.event.fields.get("reason")
         and win.event.ts_quality == TsQuality.INHERITED
         and not any(
-            e.fields.get("reason") == win.event.fields.get("reason") and e.ts_quality == TsQuality.EXACT
+            _same_stop(win.event, e) and e.ts_quality == TsQuality.EXACT
             for e in [*(c.event for c in rest if c.event is not None), *win.supporting]
         )
     ):

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from firstfault.parse.progress import training_line
-from firstfault.reason.correlate import TEARDOWN_SIGNALS, Correlation, exit_signal, victim_first
+from firstfault.reason.correlate import TEARDOWN_SIGNALS, Correlation, exit_signal, says_only_failed, victim_first
 from firstfault.vocab import Category, Event, Layer, Role, settings
 
 _MASK = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -92,12 +92,6 @@ def common_failure(corr: Correlation, world: int | None) -> CommonFailure | None
     return CommonFailure(earliest, sorted(own), copies, failed)
 
 
-# Statuses that say a process failed, not how (``confidence.GENERIC_EXIT_CODES``/``_SIGNALS``): every
-# rank ending with one of them shares only that it failed (an uncaught exception of any kind, each
-# waiter's watchdog aborting after a peer hung), not a cause.
-_GENERIC_EXITS = frozenset({"1", "SIGABRT"})
-
-
 def _common_exit(corr: Correlation, world: int | None) -> CommonFailure | None:
     """Every rank died of the same signal (or exit code) with nothing printed: one cause, no culprit."""
 
@@ -109,8 +103,10 @@ def _common_exit(corr: Correlation, world: int | None) -> CommonFailure | None:
                     exits.setdefault(r, e)
     how = {exit_signal(e) or e.fields.get("exitcode") for e in exits.values()}
     need = max(2, (world + 1) // 2 if world else 2)
-    if len(how) != 1 or len(exits) < need or how <= _GENERIC_EXITS:
+    if len(how) != 1 or len(exits) < need:
         return None
+    if all(says_only_failed(e) for e in exits.values()):
+        return None  # exit code 1 or SIGABRT on every rank: each failed, not one cause for all
     first = min(exits.values(), key=lambda e: (e.ts if e.ts is not None else float("inf"), e.line))
     return CommonFailure(first, sorted(exits), len(exits), len(exits))
 

@@ -144,6 +144,20 @@ def exit_signal(e: Event) -> str | None:
     return None
 
 
+# Exit statuses that say a process failed, not why: 1 is CPython's status for an uncaught exception
+# (and most programs' "error"), SIGABRT is abort() under an uncaught C++ exception or a failed check
+# (gloo's enforce, c10's TORCH_CHECK, glibc's), and each waiter's watchdog after a peer hung. The
+# failure's own words are its error, printed above the exit. A SIGKILL (the OOM killer, a
+# scheduler), a SIGSEGV (a crash) or a status the program chose (``sys.exit(3)``) says more.
+GENERIC_EXIT_CODES = frozenset({"1"})
+GENERIC_EXIT_SIGNALS = frozenset({"SIGABRT"})
+
+
+def says_only_failed(e: Event) -> bool:
+    """Is exit record ``e``'s status one that says only that the process failed (see above)?"""
+    return exit_signal(e) in GENERIC_EXIT_SIGNALS or e.fields.get("exitcode", "").strip() in GENERIC_EXIT_CODES
+
+
 def is_exit_record(e: Event) -> bool:
     return "exitcode" in e.fields
 

@@ -170,19 +170,20 @@ def _exit_barrier_reports(events: Sequence[Event]) -> list[Event]:
     """The events of torchrun's exit-barrier reports: each "Error waiting on exit barrier" line and,
     in the same file and second, the failed store read it logged (see the module's docstring) and
     the lines of that read's C++ backtrace no signature knows ("Exception raised from recvBytes")."""
-    out = []
-    for b in events:
-        if b.signature != EXIT_BARRIER or b.ts is None:
-            continue
-        out.append(b)
+    barriers = [b for b in events if b.signature == EXIT_BARRIER and b.ts is not None]
+    if not barriers:
+        return []
+    reads: dict[str, list[Event]] = {}  # by file: a barrier on each of thousands of nodes is no n^2
+    for e in events:
+        if (e.signature in _STORE_READS or e.signature == UNRECOGNISED) and e.ts is not None:  # + a C++ head
+            reads.setdefault(e.source, []).append(e)
+    out = list(barriers)
+    for b in barriers:
+        assert b.ts is not None
         out += [
             e
-            for e in events
-            if (e.signature in _STORE_READS or e.signature == UNRECOGNISED)  # a C++ backtrace's head
-            and e.source == b.source
-            and abs(e.line - b.line) <= _REPORT_LINES
-            and e.ts is not None
-            and abs(e.ts - b.ts) < 1.0
+            for e in reads.get(b.source, [])
+            if abs(e.line - b.line) <= _REPORT_LINES and e.ts is not None and abs(e.ts - b.ts) < 1.0
         ]
     return out
 
