@@ -209,7 +209,20 @@ def test_exit_code_1_on_every_rank_is_no_shared_cause() -> None:
     assert str(v.category) != "process_crash"
     assert not any("failed the same way" in r for r in v.reasons)
     assert v.confidence <= 0.3
-    assert any("ended on their own too" in r for r in v.reasons)
+    assert any("runner-up only 0 ms later" in r for r in v.reasons)
+
+
+def test_a_paste_of_the_launchers_records_alone_is_no_start_up_failure() -> None:
+    """The last 60 lines of a real 6-rank torchrun job whose rank 3 raised at step 6: only torchrun's
+    summary is left (rank 3's "Root Cause" record, exit code 1; the rest stopped by SIGTERM). No line
+    shows training, but no line shows anything the ranks did: the start-up reading rested on that
+    absence and named no rank ("configuration", 0.40). The records place the failure nowhere, so
+    the rank torchrun saw end first keeps the name, and its bare exit code costs confidence."""
+    v = analyze(_REALJOBS / "tail_summary_only_exc_r3_6r")
+    assert str(v.category) == "application_error"
+    assert list(v.culprit.ranks) == [3]
+    assert not any("no line shows training" in r for r in v.reasons)
+    assert v.confidence <= 0.6
 
 
 def test_torchruns_signal_exception_is_the_stop_from_outside() -> None:

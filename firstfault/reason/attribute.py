@@ -99,7 +99,7 @@ def attribute(
     apply_crash_site(hyp, inp.events)
     apply_aer_device(hyp, inp)
     apply_ray_oom_kind(hyp, inp)
-    early, assumed_startup = apply_before_training(hyp, win, inp)
+    early, assumed_startup = apply_before_training(hyp, win, inp, corr)
     if win.kind == CandidateKind.COMMON and not early:
         apply_shared_exception(hyp)
     apply_lone_setup_rank(hyp, corr, inp, early)

@@ -70,7 +70,7 @@ ASSUMED_STARTUP_PENALTY = 0.15
 UNKNOWN_RING_PENALTY = 0.15
 
 
-def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -> tuple[bool, bool]:
+def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput, corr: Correlation) -> tuple[bool, bool]:
     """A failure before any rank made a step is the set-up's: ``configuration`` (see reason.configuration).
 
     Returns (early, assumed): whether the failure was placed before training, and whether the
@@ -86,6 +86,8 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput) -
     if not before_training(ts, ev.training, ev.launch_start, exact, end):
         return False, False
     assumed = not ev.training.seen and ev.launch_start is None
+    if assumed and not _ranks_spoke([*corr.errors, *corr.unrecognised]):
+        return False, False
     unplaced = assumed or (not ev.training.seen and _starts_with_failure(ev, at))
     if assumed:
         hyp.reasons.append("no line shows training under way (no step, loss or rate): a failure of the start-up")
@@ -120,6 +122,21 @@ def apply_shared_exception(hyp: Hypothesis) -> None:
         f"every rank raised it the same way ({old.value}): it comes from what they share, the configuration "
         "or a code path all of them take, not from one rank"
     )
+
+
+# Who writes a launcher's or a scheduler's records: they tell how a process ended, never what it did.
+_RECORD_LAYERS = (Layer.LAUNCHER, Layer.SCHEDULER)
+
+
+def _ranks_spoke(events: list[Event]) -> bool:
+    """Does the log hold any line of the job's processes' own, beyond the launcher's and the
+    scheduler's records of how they ended?
+
+    Why: the start-up reading rests on no line showing training. That absence says something only
+    where the log shows what the processes did: a paste of torchrun's failure summary alone (its
+    "Root Cause" record, the tear-down's SIGTERMs) shows nothing of the ranks' lives, before or after
+    a first step, so it places the failure nowhere."""
+    return any(e.layer not in _RECORD_LAYERS for e in events)
 
 
 def _starts_with_failure(ev: ReasoningInput, ts: float | None) -> bool:
