@@ -118,3 +118,27 @@ def test_a_structured_logs_rank_field_names_the_rank(line: str, rank: int | None
 )
 def test_set_up_bars_are_not_training(line: str) -> None:
     assert SETUP_BAR.search(line), line
+
+
+def _printers_of(texts: list[str]) -> int:
+    from firstfault.parse.base import ParseContext
+    from firstfault.parse.facts import _printers
+
+    ctx = ParseContext()
+    _printers(texts, ctx)
+    return ctx.topology.untagged_printers
+
+
+def test_untagged_step_lines_bound_the_processes_that_printed_them() -> None:
+    """Each step's line once per printing rank is a lower bound of the world size; a trainer's two
+    lines of one step (another template), a restart's second count of the same steps, or too few
+    steps to tell are no second process."""
+    three = [f"iter {s}/20 | loss 2.{s}{r} | 7.{r} ms/it" for s in range(1, 6) for r in range(3)]
+    assert _printers_of(three) == 3
+    # a merged line or a cut tail costs one step's count, not the bound (the median over steps)
+    assert _printers_of(three[:-2]) == 3
+    one_rank_two_lines = [t for s in range(1, 6) for t in (f"step {s}/20 loss=2.3", f"{s}/20 [00:0{s}<00:10, 1.2it/s]")]
+    assert _printers_of(one_rank_two_lines) <= 1
+    restarted = [f"iter {s}/20 | loss 2.3 | 7.1 ms/it" for s in (*range(1, 6), *range(1, 6))]
+    assert _printers_of(restarted) == 0
+    assert _printers_of(three[:6]) == 0  # two steps: too few to tell

@@ -267,6 +267,18 @@ def test_a_lone_timeout_is_not_rank_0_alone_when_the_launcher_stopped_live_peers
     v = _v("sp_hang_r2")
     assert str(v.category) == "hang" and v.culprit.ranks == []
     assert any("stopped 3 other process(es)" in r for r in v.reasons)
+    # the untagged step lines come four to a step: ranks 1-3 printed, so none is "the rank that
+    # printed nothing" named as the lowest; which one stopped is not in the log
+    assert any("untagged progress lines show 4 processes" in r for r in v.reasons)
+
+
+def test_untagged_step_lines_count_the_ranks_that_printed_them() -> None:
+    # three ranks print "iter N/20 | ..." with no rank tag; rank 2 stops early (exit 0, no error) and
+    # ranks 0 and 1 lose their connections to it. No line states the world size, but each step's
+    # line comes three times: a third rank ran, and it is the one its peers lost
+    v = _v("i_exit0_r2_3r")
+    assert v.culprit.ranks == [2]
+    assert any("untagged progress lines show 3 processes" in r for r in v.reasons)
 
 
 def test_argparse_refusing_the_launchers_local_rank_is_configuration() -> None:
@@ -593,8 +605,11 @@ def test_iteration_counters_under_mpiruns_tags_are_the_ranks_progress() -> None:
     assert {p.rank: p.last_step for p in v.progress}.get(3) == 4
 
 
-def test_a_witness_whose_sender_cannot_be_placed_names_no_rank() -> None:
+def test_a_witness_whose_ring_is_counted_from_untagged_step_lines_names_the_sender() -> None:
+    # mpirun passes on four ranks' untagged "step N/20" lines, four to a step: the world is at least
+    # 4, so the aborting receiver's ring neighbour, (0 + 1) % 4, sent the odd buffer; the receiver
+    # itself is only a witness
     v = _v("mpi_size_mismatch_r1")
     assert str(v.category) == "collective_mismatch"
-    assert 0 not in v.culprit.ranks
-    assert any("witness" in r for r in v.reasons)
+    assert v.culprit.ranks[:1] == [1]
+    assert any("witness" in r and "(r + 1) % 4" in r for r in v.reasons)

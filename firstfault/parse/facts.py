@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from firstfault.discover import SourceFile
 from firstfault.parse import progress as progress_mod
@@ -400,16 +401,61 @@ def absorb_lines(
     seen: dict[int, _Seen] = {}
     unranked: dict[int, _Seen] = {}
     srun = not _srun_labels_agents(sf, head, lines)
+    untagged: list[str] = []
     for i, raw in enumerate(lines):
         if not any(lit in raw for lit in progress_mod.LITERALS):
             continue
         text, local_rank, rank = strip_prefixes(raw, srun=srun)
         if rank is None:
             rank = local_rank if local_rank is not None else sf.local_rank
+            if rank is None:
+                untagged.append(text)
         _progress(text, rank, ctx, sf, first_no + i, seen, unranked)
     _merge_progress(seen, ctx, sf)
     if unranked and not seen:
         _merge_progress(unranked, ctx, sf, {-1: ctx.unranked_progress})
+        _printers(untagged, ctx)
+
+
+# numbers in a progress line, masked to compare lines of one template ("iter #/# | loss # | # ms/it")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+# a step count that falls back by more than this is a restart or another loop, not ranks out of step
+_LAG = 1
+_MIN_STEPS = 3
+
+
+def _printers(texts: list[str], ctx: ParseContext) -> None:
+    """The least number of processes that printed these untagged progress lines: a lower bound of
+    the world size (``Topology.untagged_printers``; ranks below it are known ranks), where no line
+    states it.
+
+    Why: a console of ranks that print without a rank tag (``print`` under torchrun without
+    ``--tee``/``--role`` prefixes, ``mp.spawn``) holds each step's line once per printing rank:
+    "iter 5/20 | loss ..." three times is three processes at step 5. A rank that went quiet is then
+    not "a rank that printed nothing and cannot be ruled out" but one of a known number. Counted per
+    line template, so that a trainer's two lines of one step (a loss line and a tqdm bar) are not two
+    ranks, and only where the steps never fall back by more than one (a restart counts step 1
+    again); the median over the steps, so that a step whose lines a terminal merged or a tail cut
+    counts for no more than it shows."""
+    by_template: dict[str, list[int]] = {}
+    for text in texts:
+        got = progress_mod.match_progress_own(text)
+        if got is None:
+            continue
+        by_template.setdefault(_NUMBER.sub("#", text.strip()), []).append(got[0])
+    bound = 0
+    for steps in by_template.values():
+        if any(b < a - _LAG for a, b in pairwise(steps)):
+            continue
+        counts: dict[int, int] = {}
+        for st in steps:
+            counts[st] = counts.get(st, 0) + 1
+        if len(counts) < _MIN_STEPS:
+            continue
+        ordered = sorted(counts.values())
+        bound = max(bound, ordered[len(ordered) // 2])
+    if bound > 1:
+        ctx.topology.untagged_printers = max(ctx.topology.untagged_printers, bound)
 
 
 def _srun_labels_agents(sf: SourceFile, head: list[str], lines: list[str]) -> bool:

@@ -28,7 +28,8 @@ class ParseResult:
     ib: dict[str, HostIB] = field(default_factory=dict)  # host -> its ibstat/ibv_devinfo/rdma port states
 
     def known_ranks(self) -> list[int]:
-        """Every rank the bundle shows: in progress lines, events, per-rank directories, the world size."""
+        """Every rank the bundle shows: in progress lines, events, per-rank directories, the world size,
+        and as many as print each untagged step line."""
         ranks: set[int] = set()
         for prog in self.ctx.progress_by_attempt.values():
             ranks.update(prog)
@@ -36,6 +37,7 @@ class ParseResult:
         ranks.update(self.ctx.rank_dirs_local)
         if self.ctx.topology.world_size:
             ranks.update(range(self.ctx.topology.world_size))
+        ranks.update(range(self.ctx.topology.untagged_printers))  # untagged step lines, so many to a step
         if ranks and max(ranks) < settings.current().limits.max_world:
             ranks.update(range(max(ranks) + 1))  # ranks are 0..W-1: one seen implies every lower one
         return sorted(ranks)

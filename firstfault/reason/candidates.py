@@ -91,14 +91,19 @@ def _suspects(corr: Correlation, victims: set[int], prog: dict[int, RankProgress
 
 
 def _quiet_reading(
-    r: int, sus: _Suspects, victims: int, timeouts: bool, exiting: bool | str | None
+    r: int, sus: _Suspects, victims: int, timeouts: bool, exiting: bool | str | None, printers: int = 0
 ) -> tuple[Category, list[str]]:
     """What a quiet suspect's silence means: a hang when its peers timed out, an exit when their
     connections to it closed (an early, error-less end when it was already shutting down, or when
     the launcher's summary says it exited 0: ``exiting`` is then that reason's text)."""
     reasons = []
     cat = Category.HANG
-    if r in sus.unseen and r not in sus.awaited:
+    if r in sus.unseen and r not in sus.awaited and r < printers:
+        reasons.append(
+            f"the console's untagged progress lines show {printers} processes at each step: rank {r} ran and "
+            "printed steps, but no line tagged with its rank shows an error, an exit or where it stopped"
+        )
+    elif r in sus.unseen and r not in sus.awaited:
         reasons.append(
             f"no line of rank {r} is in the log that shows what it did (no error, exit or progress line; ranks "
             "are numbered from 0, or the world size says it ran); a paste may have left its lines out"
@@ -127,6 +132,55 @@ def _said_before_leaving(said: Event) -> str:
     )
 
 
+def _printed_untagged(pool: list[int], sus: _Suspects, ev: ReasoningInput) -> bool:
+    """Are the suspects several ranks known only from a count of untagged progress lines?
+
+    Such ranks printed (their steps are in the console, without a rank tag): none of them is "a
+    rank that printed nothing", and naming the lowest would be a guess among equals. One such rank
+    is still the only rank left to have been the one its peers lost, and rank 0 keeps the lead it
+    has among quiet ranks (``ties.note_lowest_unseen``: it alone evaluates, logs and checkpoints in
+    most trainers)."""
+    printers = ev.topology.untagged_printers
+    return (
+        printers > 1
+        and len(pool) > 1
+        and 0 not in pool
+        and all(r in sus.unseen and r not in sus.awaited and r < printers for r in pool)
+    )
+
+
+def _untagged_reading(victims: set[int], pool: list[int], printers: int, corr: Correlation) -> Candidate:
+    """The victims waited for one of several ranks whose lines carry no rank: say so, name none."""
+    timeouts = any(corr.ranks[r].timed_out() for r in victims if r in corr.ranks)
+    how = "timed out waiting" if timeouts else "lost their connections"
+    reasons = [
+        f"rank(s) {rank_list(sorted(victims))} {how}; the console's untagged progress lines show {printers} "
+        f"processes at each step, so rank(s) {rank_list(sorted(pool))} ran and printed, but no line says which "
+        "is whose: which of them the others waited for is not in the log, and none is named"
+    ]
+    stopped = survivors_stopped(corr)
+    if stopped:
+        reasons.append(
+            f"the launcher stopped {stopped} other process(es) after the failure ({stopped_how(corr)}): they were "
+            "alive, stuck or waiting elsewhere"
+        )
+    cat = Category.HANG if timeouts else Category.PROCESS_CRASH
+    ranks = rank_list(sorted(pool))
+    what = f"the ranks that printed errors {how}; one of rank(s) {ranks}, whose lines name no rank, stopped"
+    return Candidate(CandidateKind.SILENT, None, None, None, None, cat, reasons, what=what)
+
+
+def _none_named(
+    corr: Correlation, victims: set[int], pool: list[int], sus: _Suspects, ev: ReasoningInput
+) -> Candidate | None:
+    """The reading that names no rank, where no suspect is left or none can be told apart."""
+    if not pool:
+        return _nobody_stands_out(corr, victims, ev) if sus.conflict is None else _conflict_reading(sus.conflict)
+    if _printed_untagged(pool, sus, ev):
+        return _untagged_reading(victims, pool, ev.topology.untagged_printers, corr)
+    return None
+
+
 def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
     """Ranks that never complained while their peers timed out: the hang's usual culprit."""
     victims = {r for r, v in corr.ranks.items() if v.first_cascade is not None}
@@ -143,8 +197,8 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
     beyond = never_launched(pool, awaited, ev)
     if beyond is not None:
         return [beyond]
-    if not pool and not fr_list:
-        return [_nobody_stands_out(corr, victims, ev) if sus.conflict is None else _conflict_reading(sus.conflict)]
+    if not fr_list and (none := _none_named(corr, victims, pool, sus, ev)) is not None:
+        return [none]
     # a rank that entered the collective with other arguments times out like its peers: not quiet
     pool += [c.rank for c in fr_list if c.kind == FRKind.MISMATCHED and c.rank not in pool and c.rank in corr.ranks]
     timeouts = any(v.timed_out() for v in corr.ranks.values())
@@ -154,7 +208,9 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
         p = prog.get(r)
         view = corr.ranks.get(r) or RankView(r)  # a rank the victims name but that printed nothing
         exiting = any(e.signature == "python.faulthandler_no_frame" for e in view.events)
-        cat, reasons = _quiet_reading(r, sus, len(victims), timeouts, exiting or clean.get(r))
+        cat, reasons = _quiet_reading(
+            r, sus, len(victims), timeouts, exiting or clean.get(r), ev.topology.untagged_printers
+        )
         if odd is not None and r in odd.ranks:
             cat = Category.COLLECTIVE_MISMATCH
             reasons.append(odd.reason)

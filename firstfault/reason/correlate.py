@@ -56,6 +56,7 @@ class Candidate:
     category: Category
     reasons: list[str] = field(default_factory=list)
     supporting: list[Event] = field(default_factory=list)
+    what: str | None = None  # what happened, where neither the root's line nor the kind says it
 
     @property
     def depth(self) -> int:

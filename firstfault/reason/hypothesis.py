@@ -120,6 +120,8 @@ def _what(c: Candidate, cat: Category, corr: Correlation, progressed: Container[
     root = c.event
     if root is not None:
         return root.text.strip()
+    elif c.what is not None:
+        return c.what
     elif c.kind == CandidateKind.SILENT and c.rank is None and cat == Category.COLLECTIVE_MISMATCH:
         return "the ranks timed out in one collective call, named as different collectives: they took different paths"
     elif c.kind == CandidateKind.SILENT and c.rank is None and cat == Category.PROCESS_CRASH:

@@ -68,6 +68,9 @@ class Topology:
     rank_local: dict[int, int] = field(default_factory=dict)
     rank_gpu: dict[int, str] = field(default_factory=dict)
     world_size: int | None = None
+    # the least number of processes that printed a console's untagged progress lines (parse.facts):
+    # ranks up to it ran and printed, but which lines were whose the log does not say
+    untagged_printers: int = 0
     groups: dict[str, list[int]] = field(default_factory=dict)
     ip_host: dict[str, str] = field(default_factory=dict)
 
