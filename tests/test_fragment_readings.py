@@ -245,3 +245,15 @@ def test_each_ranks_steps_are_found_above_another_ranks_last_block() -> None:
     v = analyze(_REALJOBS / "tail_healthy_caught_io_3r")
     assert str(v.category) == "none"
     assert any("a trainer caught" in w for w in v.warnings)
+
+
+def test_a_traceback_through_ray_trains_report_shows_training_under_way() -> None:
+    """The last 60 lines of a real 3-worker Ray Train job whose rank 2 called sys.exit(3) after step
+    6: the controller's "[Rank 2 Error Snippet]" and a peer's ActorDiedError raised inside
+    ``ray.train.report`` (ray/train/v2/api/train_fn_utils.py), with no step line left. A training
+    function reports a step's metrics there, so training was under way: no start-up failure
+    ("configuration, only rank 2 in the log" was read), rank 2's own exit."""
+    v = analyze(_REALJOBS / "tail_ray_exit_r2_3w")
+    assert str(v.category) == "application_error"
+    assert list(v.culprit.ranks) == [2]
+    assert not any("no line shows training" in r for r in v.reasons)

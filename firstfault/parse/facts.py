@@ -71,22 +71,28 @@ def training_marks(lines: list[str], ctx: ParseContext, blob: str | None = None)
 # failed. torch/_tensor.py's and torch/autograd/__init__.py's ``backward`` and 2.4+'s
 # torch/autograd/graph.py ``_engine_run_backward`` are where ``loss.backward()`` enters the engine;
 # the last is the source line CPython prints under the frame (a paste may begin below the frame).
+# Ray Train's ``report`` (ray/train/v2/api/train_fn_utils.py, and Train v1's
+# ray/train/_internal/session.py, Ray 2.60) is what a training function calls with a step's or an
+# epoch's metrics: a traceback through it failed after a step was done.
 _BACKWARD_FRAME = re.compile(
     r'File "[^"]*torch[/\\](?:_tensor\.py|autograd[/\\](?:__init__|graph)\.py)", line \d+, '
     r"in (?:backward|_engine_run_backward)"
     r"|_execution_engine\.run_backward\("
+    r'|File "[^"]*ray[/\\]train[/\\](?:v2[/\\]api[/\\]train_fn_utils|_internal[/\\]session)\.py", line \d+, in report\b'
 )
+_FRAME_WORDS = ("backward", "in report")
 
 
 def training_frames(blob: str, ctx: ParseContext) -> None:
-    """Note training under way when a traceback runs through autograd's backward pass.
+    """Note training under way when a traceback runs through autograd's backward pass (or Ray
+    Train's ``report`` of a step's metrics).
 
     Why: a step's line is what usually shows training, but a paste may hold only the failure's
     traceback. One whose frames pass through ``loss.backward()`` failed inside a training step, so
     it is no start-up failure (``reason.configuration.before_training``), whatever lines the paste
     left out. The time is not known (a frame has none): training is seen, its start is not placed.
     """
-    if ctx.training_seen or "backward" not in blob:
+    if ctx.training_seen or not any(w in blob for w in _FRAME_WORDS):
         return
     if _BACKWARD_FRAME.search(blob):
         ctx.training_seen = True
