@@ -257,3 +257,15 @@ def test_a_traceback_through_ray_trains_report_shows_training_under_way() -> Non
     assert str(v.category) == "application_error"
     assert list(v.culprit.ranks) == [2]
     assert not any("no line shows training" in r for r in v.reasons)
+
+
+def test_a_peer_that_closed_its_connection_is_no_hang() -> None:
+    """The last 60 lines of a real 4-rank job under PyTorch Lightning's DDP launcher whose rank 2
+    raised at step 6: only rank 0's traceback is left, ending in gloo's "Connection closed by peer".
+    The peer's process left first (it exited, crashed or was killed): nothing waited, so it is no
+    hang ("every rank that printed timed out", 0.65, was read), and its cause is not in the log."""
+    v = analyze(_REALJOBS / "tail_pl_peer_closed_r2")
+    assert str(v.category) == "unknown"
+    assert v.culprit.ranks == []
+    assert any("closed the connection" in r for r in v.reasons)
+    assert not any("failure of the start-up" in r for r in v.reasons)

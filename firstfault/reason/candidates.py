@@ -398,6 +398,24 @@ def _behind_or_named(corr: Correlation, prog: dict[int, RankProgress], fr_pos_of
     return list(dict.fromkeys(named + behind))
 
 
+def _peer_left(victims: list[int], first: Event, stopped: int, corr: Correlation) -> Candidate:
+    """Every victim says its peer closed the connection, and no rank in the log is that peer.
+
+    Why: "Connection closed by peer" says the peer's process left first (it exited, crashed or was
+    killed), not that anything waited: it is no hang. Which peer left, and why, is in that peer's
+    own output, which the log does not hold; a lone such line reads the same (``reason.candidates``,
+    the earliest unexplained error)."""
+    reasons = [
+        f"every rank in the logs ({rank_list(victims)}) says its peer closed the connection: that process left "
+        "first (it exited, crashed or was killed), and no line of its own is in the log, so the cause is unknown"
+    ]
+    if stopped:
+        reasons.append(f"the launcher stopped {stopped} other process(es) after the failure ({stopped_how(corr)})")
+    what = "a peer's process left first and its own output is not in the log: the ranks that printed lost it"
+    # the earliest such line is the evidence: a peer's exit is no set-up failure (``pretraining_category``)
+    return Candidate(CandidateKind.SILENT, first, None, first.host, first.ts, Category.UNKNOWN, reasons, what=what)
+
+
 def _nobody_stands_out(corr: Correlation, victims: set[int], ev: ReasoningInput) -> Candidate:
     """Every rank in the logs timed out waiting and none stands out: say so, name no culprit."""
     lost = _lost_file(corr, victims, ev)
@@ -408,6 +426,10 @@ def _nobody_stands_out(corr: Correlation, victims: set[int], ev: ReasoningInput)
     stopped = survivors_stopped(corr)
     if seen == [0] and victims == {0} and (world is None or world > 1) and corr.ranks[0].timed_out() and not stopped:
         return _rank0_alone(world)
+    firsts = [corr.ranks[r].first_cascade for r in victims if r in corr.ranks]
+    closed = [c for c in firsts if c is not None and c.fields.get(PEER_EXITED)]
+    if closed and len(closed) == len(firsts):
+        return _peer_left(sorted(victims), min(closed, key=sort_key), stopped, corr)
     reasons = [
         f"every rank in the logs ({rank_list(seen)}) reported a timeout or lost connection: none is the "
         "rank the others waited for"

@@ -118,10 +118,10 @@ def _what(c: Candidate, cat: Category, corr: Correlation, progressed: Container[
     """What the hypothesis says happened: the root's own line, or what the candidate's kind implies
     (``progressed``: the ranks a progress line shows)."""
     root = c.event
-    if root is not None:
-        return root.text.strip()
-    elif c.what is not None:
+    if c.what is not None:
         return c.what
+    elif root is not None:
+        return root.text.strip()
     elif c.kind == CandidateKind.SILENT and c.rank is None and cat == Category.COLLECTIVE_MISMATCH:
         return "the ranks timed out in one collective call, named as different collectives: they took different paths"
     elif c.kind == CandidateKind.SILENT and c.rank is None and cat == Category.PROCESS_CRASH:

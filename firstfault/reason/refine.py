@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from firstfault.reason.causality import RING_RECV, group_mismatch, ring_collective, ring_sender
 from firstfault.reason.configuration import (
+    PEER_EXITED,
     CommonFailure,
     before_training,
     failed_exit,
@@ -89,6 +90,8 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput, c
     if assumed and not _ranks_spoke([*corr.errors, *corr.unrecognised]):
         return False, False
     unplaced = assumed or (not ev.training.seen and _starts_with_failure(ev, at))
+    if root is not None and root.fields.get(PEER_EXITED):
+        return True, False  # a peer left first: when says nothing of the set-up (``pretraining_category``)
     if assumed:
         hyp.reasons.append("no line shows training under way (no step, loss or rate): a failure of the start-up")
     else:
