@@ -613,3 +613,14 @@ def test_a_witness_whose_ring_is_counted_from_untagged_step_lines_names_the_send
     assert str(v.category) == "collective_mismatch"
     assert v.culprit.ranks[:1] == [1]
     assert any("witness" in r and "(r + 1) % 4" in r for r in v.reasons)
+
+
+def test_a_ranks_exception_comes_before_the_terminate_of_its_dying_process() -> None:
+    # Transformers' Trainer under torchrun, 3 ranks: rank 1's KeyError (untimed, "[rank1]: ...") and,
+    # on the very next line, the rank-less "terminate called without an active exception" of that
+    # process dying (its status: SIGABRT). Both took their time from the same neighbour; the deeper
+    # layer won the tie and the verdict read a crash. Lines of one file a few lines apart are in
+    # the file's order: the exception is the root
+    v = _v("hfb_exception_r1_3r")
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [1]
+    assert v.root_event is not None and "KeyError" in v.root_event.text

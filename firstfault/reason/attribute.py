@@ -29,7 +29,7 @@ from firstfault.reason.causality import OddValue, odd_reported_value
 from firstfault.reason.chain import chain, fr_links, later_links, recurrences, restart_failed_otherwise
 from firstfault.reason.confidence import confidence
 from firstfault.reason.configuration import before_training, common_failure, template_key
-from firstfault.reason.correlate import Candidate, Correlation, candidate_order
+from firstfault.reason.correlate import Candidate, Correlation, arrival_order, candidate_order
 from firstfault.reason.crash_site import apply_crash_site
 from firstfault.reason.flightrec import fr_companions
 from firstfault.reason.hypothesis import DEFAULT_ACTION, hypothesis
@@ -173,6 +173,7 @@ def candidates(corr: Correlation, inp: ReasoningInput) -> list[Candidate]:
     cands = merge_host(strong, inp.topology)
     cands = date_lost_hosts(cands, corr, inp.progress, inp.topology)  # also absorbs peer errors
     cands.sort(key=candidate_order)
+    arrival_order(cands)
     explained_below(cands)
     cands = (named_by_victims(cands, corr, inp) or waited_before_exits(cands, corr, inp)) + cands
     if cands:

@@ -105,18 +105,36 @@ def candidate_order(c: Candidate) -> tuple[float, int]:
     return (c.ts + (0.5 if coarse else 0.0), c.depth)
 
 
-def _console_pos(c: Candidate) -> tuple[str, int] | None:
+def _console_pos(c: Candidate) -> tuple[str, int, bool] | None:
+    """Where the console received an event whose time is a neighbour's: the console line it was
+    merged from (True), else its own file and line (False)."""
     if c.event is None or c.event.ts_quality != TsQuality.INHERITED:
         return None
     where = c.event.fields.get("console_line")
-    if not where or ":" not in where:
+    if not where:
+        return (c.event.source, c.event.line, False)
+    if ":" not in where:
         return None
     src, line = where.rsplit(":", 1)
-    return (src, int(line)) if line.isdigit() else None
+    return (src, int(line), True) if line.isdigit() else None
+
+
+# Lines of one file this close that took their time from a neighbour were printed as one moment:
+# the file's order is theirs (a rank's exception, and the "terminate called" of its dying process)
+ADJACENT_LINES = 5
+
+
+def _in_order(pa: tuple[str, int, bool], pb: tuple[str, int, bool]) -> bool:
+    """Do two positions order their events: both lines of the console they were merged into, or
+    both lines of their own file within ``ADJACENT_LINES`` of each other."""
+    if pa[2] and pb[2]:
+        return True
+    return not pa[2] and not pb[2] and abs(pa[1] - pb[1]) <= ADJACENT_LINES
 
 
 def arrival_order(cands: list[Candidate], window: float = 1.0) -> None:
-    """Near-ties between inherited times are decided by the order the console received them."""
+    """Near-ties between inherited times are decided by the order the console received them,
+    or, for lines of one file a few lines apart, by the file's order."""
     changed = True
     while changed:
         changed = False
@@ -125,7 +143,7 @@ def arrival_order(cands: list[Candidate], window: float = 1.0) -> None:
             pa, pb = _console_pos(a), _console_pos(b)
             if pa is None or pb is None or pa[0] != pb[0] or a.ts is None or b.ts is None:
                 continue
-            if abs(a.ts - b.ts) < window and pb[1] < pa[1]:
+            if abs(a.ts - b.ts) < window and pb[1] < pa[1] and _in_order(pa, pb):
                 cands[i], cands[i + 1] = b, a
                 changed = True
 
