@@ -107,7 +107,9 @@ def _after_parse(
     own = {f.rel for f in bundle.files if f.rank is not None or f.kind == FileKind.ELASTIC_RANK_LOG}
     ended = pr.ctx.training_end is not None or any(e.fields.get("completed") for e in now)
     ranks = pr.known_ranks()
-    warnings += demote_went_on(now, pr.ctx.training_after, pr.ctx.training_tagged, own, ended, len(ranks))
+    warnings += demote_went_on(
+        now, pr.ctx.training_after, pr.ctx.training_tagged, own, ended, len(ranks), pr.ctx.training_end
+    )
     corr = correlate(now, ranks)
     warnings.extend(r.describe() for r in corr.recoveries[:5])
     if len(corr.recoveries) > 5:

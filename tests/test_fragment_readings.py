@@ -269,3 +269,14 @@ def test_a_peer_that_closed_its_connection_is_no_hang() -> None:
     assert v.culprit.ranks == []
     assert any("closed the connection" in r for r in v.reasons)
     assert not any("failure of the start-up" in r for r in v.reasons)
+
+
+def test_a_process_aborting_at_exit_after_training_ended_is_no_failure() -> None:
+    """The last 60 lines of a real 4-rank PyTorch Lightning job (5000 steps; exit status 0): every
+    rank's "step 5000/5000", Lightning's "`Trainer.fit` stopped: `max_steps=5000` reached.", then
+    libstdc++'s "terminate called without an active exception" (a process exiting with a thread
+    still running). It read "process crash" at 0.90: training had reached its end, and the abort is
+    the shutdown's, named in a warning."""
+    v = analyze(_REALJOBS / "tail_pl_healthy_terminate_at_exit")
+    assert str(v.category) == "none"
+    assert any("terminate called without an active exception" in w for w in v.warnings)

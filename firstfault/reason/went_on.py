@@ -188,6 +188,23 @@ def _exit_barrier_reports(events: Sequence[Event]) -> list[Event]:
     return out
 
 
+# A process's exit with a thread still running (libstdc++'s std::thread destructor calls terminate
+# on a joinable thread): what a shutdown prints, never how training failed
+_SHUTDOWN_ABORTS = frozenset({"cpp.terminate_no_exception"})
+
+
+def _shutdown_aborts(events: Sequence[Event], training_end: str | None) -> list[Event]:
+    """The aborts of exiting processes below the line where training reached its end ("step N/N"),
+    in that line's file: the training ran to its end before any of them."""
+    if not training_end:
+        return []
+    src, _, line = training_end.split(": ", 1)[0].rpartition(":")
+    if not src or not line.isdigit():
+        return []
+    end = int(line)
+    return [e for e in events if e.signature in _SHUTDOWN_ABORTS and e.source == src and e.line > end]
+
+
 def demote_went_on(
     events: Sequence[Event],
     training_after: dict[tuple[str, int | None], int],
@@ -195,17 +212,26 @@ def demote_went_on(
     own: Set[str] = frozenset(),
     ended: bool = False,
     world: int | None = None,
+    training_end: str | None = None,
 ) -> list[str]:
     """Demote the lines the job went on from to noise; the warnings that name them. ``own``: the
     files that hold one rank's output; ``ended``: training reached its last
     step (a step counter at its total) or a line marks the job's end; ``world``: how many ranks
-    the bundle shows (its world size where a line states it)."""
+    the bundle shows (its world size where a line states it); ``training_end``: "file:line: text"
+    of the step counter at its total."""
     notes = _demote_ignored(events)
     if ended:
         note = _demote(
             _exit_barrier_reports(events),
             "line(s) of torchrun's exit-barrier report, which an agent writes only once its workers succeeded, after "
             "training reached its end: not read as a failure",
+        )
+        if note:
+            notes.append(note)
+        note = _demote(
+            _shutdown_aborts(events, training_end),
+            'abort(s) of a process exiting with a thread still running ("terminate called without an active '
+            "exception\"), after training reached its end: a shutdown, not read as the job's failure",
         )
         if note:
             notes.append(note)

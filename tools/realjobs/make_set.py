@@ -470,9 +470,14 @@ def job_env(extra: dict[str, object]) -> dict[str, str]:
 
 
 def truth_record(case: tuple, nproc: int, rc: int, took_s: float, argv: list[str]) -> dict[str, object]:
-    """The label of a case, from its injection, written before firstfault sees the bundle."""
-    _name, fault, _rank, step, cat, culprits, action, _extra = case
-    return {
+    """The label of a case, from its injection, written before firstfault sees the bundle.
+
+    A stop from outside planned for a job with no fault of its own (a Ctrl-C, a preemption) may
+    miss: the job finishes first, or a framework takes the signal and trains on. A job that then
+    exits 0 ended well, whatever was planned, and is labelled healthy from its own exit status
+    (``note`` says so)."""
+    _name, fault, _rank, step, cat, culprits, action, extra = case
+    record: dict[str, object] = {
         "schema": "firstfault.truth/v1",
         "fault": fault,
         "culprit_ranks": culprits,
@@ -484,6 +489,11 @@ def truth_record(case: tuple, nproc: int, rc: int, took_s: float, argv: list[str
         "duration_s": round(took_s, 1),
         "command": argv,
     }
+    planned = extra.get("interrupt_after") or extra.get("preempt_after")
+    if fault == "none" and planned is not None and rc == 0:
+        record["expected_category"], record["expected_action"] = "none", "none"
+        record["note"] = f"the stop planned at {planned} s did not end the job: it exited 0 after {took_s:.0f} s"
+    return record
 
 
 def save_truth(d: Path, truth: dict[str, object], script: str, env: object) -> Path:
