@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import sys
 import time
 from pathlib import Path
@@ -190,6 +191,18 @@ def finish(c: SlurmCluster, case: tuple, rec: JobRecord, t0: float) -> None:
     print("wrote", rec.bundle, state, flush=True)
 
 
+def _nodes_resolve(names: tuple[str, ...]) -> None:
+    """Refuse to make set 3 where the node names do not resolve: JAX's gloo looks up its own host
+    name (each node's tasks see theirs), and every job, healthy or not, would fail at start-up the
+    same way ("[enforce fail at .../tcp/device.cc:99] rv == 0. -2 vs 0", getaddrinfo's EAI_NONAME),
+    labelled by a plan that never ran."""
+    for name in names:
+        try:
+            socket.getaddrinfo(name, None)
+        except OSError:
+            sys.exit(f"{name} does not resolve: add '127.0.0.1 {' '.join(names)}' to /etc/hosts for the run")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
@@ -197,6 +210,8 @@ def main() -> None:
     ap.add_argument("--only", nargs="*")
     a = ap.parse_args()
     cases = [c for c in SETS[a.set] if not a.only or c[0] in a.only]
+    if a.set == 3:
+        _nodes_resolve(("node01", "node02"))
     slow = [c for c in cases if c[8].get("time")]
     fast = [c for c in cases if not c[8].get("time")]
     with MemCluster() as c:
