@@ -280,3 +280,15 @@ def test_a_process_aborting_at_exit_after_training_ended_is_no_failure() -> None
     v = analyze(_REALJOBS / "tail_pl_healthy_terminate_at_exit")
     assert str(v.category) == "none"
     assert any("terminate called without an active exception" in w for w in v.warnings)
+
+
+def test_a_witness_at_the_edge_of_the_ranks_shown_doubts_the_wrap() -> None:
+    """The last 60 lines of node 0's console of a real two-node torchrun job (ranks 0-1 here, 2-3 on
+    node 1; rank 2 sent a larger tensor): rank 1's gloo aborts on the odd buffer. With only ranks 0
+    and 1 in the log, its ring neighbour, (1 + 1) % 2, is rank 0, read at 0.90; were the world
+    larger (it was 4), it is rank 2, which no line shows. The verdict keeps the reading but says the
+    world size is not in the log and costs it confidence."""
+    v = analyze(_REALJOBS / "tail_node0_size_mismatch_r2")
+    assert str(v.category) == "collective_mismatch"
+    assert any("the world size is not in the log: were it larger than 2" in r for r in v.reasons)
+    assert v.confidence <= 0.75

@@ -54,6 +54,7 @@ from firstfault.reason.refine import (
     apply_witness,
     common_applies,
     world_size,
+    wrap_doubt,
 )
 from firstfault.reason.registration import unregistered
 from firstfault.reason.same_report import explained_below
@@ -119,6 +120,9 @@ def attribute(
             UNKNOWN_RING_PENALTY,
             f"no traceback names the collective; were it an all-gather, rank {other_sender} sent the buffer",
         )
+    doubt = wrap_doubt(hyp, world, inp.topology.world_size is not None)
+    if doubt is not None:
+        conf = _less(conf, why, UNKNOWN_RING_PENALTY, doubt)
     hyp.score = conf
     seconds = _second_roots(win, rest, hyp.category)
     alternatives = _alternatives(rest, seconds, corr, inp, conf)

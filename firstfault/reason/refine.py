@@ -498,6 +498,27 @@ def apply_witness(hyp: Hypothesis, corr: Correlation, world: int | None) -> int 
     return other if collective is None and other != sender else None
 
 
+def wrap_doubt(hyp: Hypothesis, world: int | None, exact: bool) -> str | None:
+    """Why a witness's sender across the ring's edge is in doubt, or None.
+
+    The sender of rank r is (r + 1) % world in an all-reduce: for the last rank it is rank 0, but
+    only if the world is exactly as large as the log shows. Where the world size is the least the
+    log shows (one node's console of a larger job), the neighbour past the edge may be a rank no
+    line shows, and the confidence says so."""
+    root = hyp.root_event
+    if exact or not world or root is None or root.fields.get("witness") != RING_RECV or root.rank is None:
+        return None
+    if not hyp.culprit.ranks:
+        return None
+    sender, r = hyp.culprit.ranks[0], root.rank
+    if not ((r == world - 1 and sender == 0) or (r == 0 and sender == world - 1)):
+        return None  # the neighbour is inside the ranks the log shows, whatever the world's size
+    return (
+        f"the world size is not in the log: were it larger than {world}, rank {r}'s ring neighbour would be a rank "
+        "no line shows"
+    )
+
+
 def apply_group_mismatch(hyp: Hypothesis, corr: Correlation) -> None:
     """DETAIL's mismatch report names group ranks: map them to global ranks, name the odd one out.
 
