@@ -292,3 +292,14 @@ def test_a_witness_at_the_edge_of_the_ranks_shown_doubts_the_wrap() -> None:
     assert str(v.category) == "collective_mismatch"
     assert any("the world size is not in the log: were it larger than 2" in r for r in v.reasons)
     assert v.confidence <= 0.75
+
+
+def test_a_store_host_waiting_for_its_clients_names_the_rank_that_never_joined() -> None:
+    """The last 60 lines of a real SLURM job's slurm-N.out (4 tasks on two nodes; rank 1 died at
+    start-up on a missing file, its lines cut off above): rank 0's TCPStore "Timed out after 16
+    seconds waiting for clients. 3/4 clients joined.", ranks 2 and 3 timing out in
+    init_process_group. Rank 0 only waited (0.90 named it): the one rank of the four with no line
+    of its own is the client that never joined."""
+    v = analyze(_REALJOBS / "tail_store_clients_r1")
+    assert list(v.culprit.ranks) == [1]
+    assert any("hosts the store and waited for its clients" in r for r in v.reasons)

@@ -51,6 +51,7 @@ from firstfault.reason.refine import (
     apply_raise_site,
     apply_ray_oom_kind,
     apply_shared_exception,
+    apply_store_clients,
     apply_witness,
     common_applies,
     world_size,
@@ -104,6 +105,7 @@ def attribute(
     if win.kind == CandidateKind.COMMON and not early:
         apply_shared_exception(hyp)
     apply_lone_setup_rank(hyp, corr, inp, early)
+    apply_store_clients(hyp, corr)
     apply_fr_mismatch(hyp, win, inp)
     other_sender = None
     if not fr_dumped_culprits(inp.fr):

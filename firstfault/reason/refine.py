@@ -33,7 +33,7 @@ from firstfault.reason.hypothesis import DEFAULT_ACTION, silent_kill_suspects_oo
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.nccl_coll import coll_mismatch
 from firstfault.reason.stops import survivors_stopped
-from firstfault.vocab import CandidateKind, Category, Event, FRKind, Hypothesis, Layer, Role, TsQuality
+from firstfault.vocab import CandidateKind, Category, Event, FRKind, Hypothesis, Layer, Role, TsQuality, settings
 from firstfault.vocab.text import rank_list
 
 DETAIL_MISMATCH = "torch.collective_mismatch_detail"
@@ -439,6 +439,45 @@ def _names_rank(root: Event | None, rank: int) -> bool:
     """Does the failure's own line carry the rank's number (its shard, its device, its port)? Then
     it is about that rank's own input, which the others, stopped first, may well have had."""
     return root is not None and rank in {int(n) for n in _NUMBERS.findall(root.text)[:50] if len(n) < 9}
+
+
+STORE_HOST_TIMEOUT = "torch.store_timeout"
+
+
+def apply_store_clients(hyp: Hypothesis, corr: Correlation) -> None:
+    """A store host that timed out waiting for its clients is a witness; the clients that never
+    joined are the fault.
+
+    Why: "Timed out after S seconds waiting for clients. J/N clients joined." is the TCPStore server
+    (rank 0's process) saying N - J ranks never connected: they never started, died first, or were
+    pointed elsewhere (MASTER_ADDR/PORT). Rank 0 only waited. Where exactly N - J ranks of the N show
+    no line of their own, they are the ones that never joined and are named; otherwise no rank is
+    (the host's rank is the one rank known to have joined)."""
+    root = hyp.root_event
+    if root is None or root.signature != STORE_HOST_TIMEOUT or root.rank is None:
+        return
+    try:
+        joined, world = int(root.fields["joined"]), int(root.fields["world"])
+    except (KeyError, ValueError):
+        return
+    if not 0 <= joined < world <= settings.current().limits.max_world:
+        return
+    shown = {r for r, v in corr.ranks.items() if _went_on(v)}
+    silent = [r for r in range(world) if r not in shown]
+    if len(silent) == world - joined:
+        hyp.culprit.ranks = silent
+        hyp.summary = hyp.summary.replace(f" on rank {root.rank}", f" on rank {rank_list(silent)}", 1)
+        hyp.reasons.append(
+            f"rank {root.rank} hosts the store and waited for its clients: {joined} of {world} joined, and rank(s) "
+            f"{rank_list(silent)}, the only one(s) with no line of their own, never did"
+        )
+    else:
+        hyp.culprit.ranks = [r for r in hyp.culprit.ranks if r != root.rank]
+        hyp.reasons.append(
+            f"rank {root.rank} hosts the store and only waited for its clients ({joined} of {world} joined): which "
+            "rank never joined is not in the log"
+        )
+    hyp.culprit.hosts = [h for h in (host_of(r, corr) for r in hyp.culprit.ranks) if h]
 
 
 def _went_on(v: RankView) -> bool:
