@@ -78,3 +78,18 @@ def test_rank_prefixes_of_every_launcher_are_stripped() -> None:
     # ... but an exception's name before a bracket is not a host (no digit, hyphen or address)
     gloo = "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer"
     assert strip_prefixes(gloo) == (gloo, None, None)
+
+
+def test_a_torchrun_agents_line_under_srun_labels_the_agent_whatever_its_path() -> None:
+    """torch logs the module's path as it was imported: plain in a system install, behind a
+    virtualenv's prefix in a real run under srun (``srun -l torchrun``). Either way the srun label
+    is the node's torchrun agent, not a rank."""
+    from firstfault.vocab.identity import srun_labels_agent
+
+    venv = (
+        "0: E1207 06:16:39.953000 25265 .venv/lib/python3.11/site-packages/torch/distributed/elastic/"
+        "multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 1 (pid: 25272) of binary: /x/python"
+    )
+    plain = "245: W1202 10:01:02.123000 245 torch/distributed/run.py:793] Setting OMP_NUM_THREADS"
+    assert srun_labels_agent(venv) and srun_labels_agent(plain)
+    assert not srun_labels_agent("1: step 4/20 loss 2.3")

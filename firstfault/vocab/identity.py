@@ -23,9 +23,11 @@ RANK_PREFIX = re.compile(r"^\[rank(?:(?P<rank>\d+)\]:|(?:=|: )(?P<rank_eq>\d+)\]
 SRUN_PREFIX = re.compile(r"^\s*(?P<task>\d{1,6}): ")
 # A node's torchrun agent speaking for itself (torch.distributed.run, the elastic agent, its process
 # handling: "W1202 10:01:02.123000 245 torch/distributed/run.py:793] ..."). Under ``srun torchrun`` the
-# srun label on such a line is the node's agent, not a rank (``parse.slurm``, ``parse.facts``).
+# srun label on such a line is the node's agent, not a rank (``parse.slurm``, ``parse.facts``). The
+# path is the module's as torch was imported, so a virtualenv's prefix may come first (a real run:
+# "E1207 06:16:39.953000 25265 .venv/lib/python3.11/site-packages/torch/distributed/elastic/...").
 TORCHRUN_AGENT = re.compile(
-    r"^[IWEF]\d{4} [\d:.]+ +\d+ torch/distributed/(?:run\.py|elastic/agent/|elastic/multiprocessing/api\.py)"
+    r"^[IWEF]\d{4} [\d:.]+ +\d+ (?:\S*/)?torch/distributed/(?:run\.py|elastic/agent/|elastic/multiprocessing/api\.py)"
 )
 
 
