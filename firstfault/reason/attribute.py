@@ -51,17 +51,15 @@ from firstfault.reason.refine import (
     apply_raise_site,
     apply_ray_oom_kind,
     apply_shared_exception,
-    apply_store_clients,
-    apply_witness,
     common_applies,
     world_size,
-    wrap_doubt,
 )
 from firstfault.reason.registration import unregistered
 from firstfault.reason.same_report import explained_below
 from firstfault.reason.stalls import stalled_before_limit, stalled_first, waited_at_stop
 from firstfault.reason.unrecognised import unrecognised_candidates
 from firstfault.reason.went_on import WENT_ON
+from firstfault.reason.witnesses import apply_store_clients, apply_witness, wrap_doubt
 from firstfault.vocab import (
     Action,
     CandidateKind,

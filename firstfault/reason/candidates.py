@@ -44,7 +44,7 @@ from firstfault.reason.launched import exited_cleanly, never_launched
 from firstfault.reason.named import awaited_by_all
 from firstfault.reason.stops import stopped_how, survivors_stopped
 from firstfault.reason.straggler import find_slowdown
-from firstfault.reason.ties import note_lowest_unseen, tied_at_one_step
+from firstfault.reason.ties import note_lowest_unseen, printed_untagged, tied_at_one_step, untagged_reading
 from firstfault.vocab import CandidateKind, Category, Event, FRKind, Layer, RankProgress, Role, Severity
 from firstfault.vocab.text import rank_list
 from firstfault.vocab.timefmt import iso
@@ -132,52 +132,14 @@ def _said_before_leaving(said: Event) -> str:
     )
 
 
-def _printed_untagged(pool: list[int], sus: _Suspects, ev: ReasoningInput) -> bool:
-    """Are the suspects several ranks known only from a count of untagged progress lines?
-
-    Such ranks printed (their steps are in the console, without a rank tag): none of them is "a
-    rank that printed nothing", and naming the lowest would be a guess among equals. One such rank
-    is still the only rank left to have been the one its peers lost, and rank 0 keeps the lead it
-    has among quiet ranks (``ties.note_lowest_unseen``: it alone evaluates, logs and checkpoints in
-    most trainers)."""
-    printers = ev.topology.untagged_printers
-    return (
-        printers > 1
-        and len(pool) > 1
-        and 0 not in pool
-        and all(r in sus.unseen and r not in sus.awaited and r < printers for r in pool)
-    )
-
-
-def _untagged_reading(victims: set[int], pool: list[int], printers: int, corr: Correlation) -> Candidate:
-    """The victims waited for one of several ranks whose lines carry no rank: say so, name none."""
-    timeouts = any(corr.ranks[r].timed_out() for r in victims if r in corr.ranks)
-    how = "timed out waiting" if timeouts else "lost their connections"
-    reasons = [
-        f"rank(s) {rank_list(sorted(victims))} {how}; the console's untagged progress lines show {printers} "
-        f"processes at each step, so rank(s) {rank_list(sorted(pool))} ran and printed, but no line says which "
-        "is whose: which of them the others waited for is not in the log, and none is named"
-    ]
-    stopped = survivors_stopped(corr)
-    if stopped:
-        reasons.append(
-            f"the launcher stopped {stopped} other process(es) after the failure ({stopped_how(corr)}): they were "
-            "alive, stuck or waiting elsewhere"
-        )
-    cat = Category.HANG if timeouts else Category.PROCESS_CRASH
-    ranks = rank_list(sorted(pool))
-    what = f"the ranks that printed errors {how}; one of rank(s) {ranks}, whose lines name no rank, stopped"
-    return Candidate(CandidateKind.SILENT, None, None, None, None, cat, reasons, what=what)
-
-
 def _none_named(
     corr: Correlation, victims: set[int], pool: list[int], sus: _Suspects, ev: ReasoningInput
 ) -> Candidate | None:
     """The reading that names no rank, where no suspect is left or none can be told apart."""
     if not pool:
         return _nobody_stands_out(corr, victims, ev) if sus.conflict is None else _conflict_reading(sus.conflict)
-    if _printed_untagged(pool, sus, ev):
-        return _untagged_reading(victims, pool, ev.topology.untagged_printers, corr)
+    if printed_untagged(pool, sus.unseen, sus.awaited, ev.topology.untagged_printers):
+        return untagged_reading(victims, pool, ev.topology.untagged_printers, corr)
     return None
 
 

@@ -3,15 +3,17 @@
 Why a module of its own: the silent-rank reading (``reason.candidates``) orders quiet ranks by how
 far they got, then by when their last line came. That last order is evidence only when the lines
 are further apart than a step takes; closer, it is the scheduler's, and no rank is named. Ranks no
-line shows at all are a choice too: the lowest is named, and the verdict says it was a choice.
+line shows at all are a choice too: the lowest is named, and the verdict says it was a choice;
+ranks known only from a count of untagged step lines are not (they printed), and none is named.
 """
 
 from __future__ import annotations
 
 from collections.abc import Container, Mapping, Sequence
 
-from firstfault.reason.correlate import Candidate
-from firstfault.vocab import CandidateKind, RankProgress
+from firstfault.reason.correlate import Candidate, Correlation
+from firstfault.reason.stops import stopped_how, survivors_stopped
+from firstfault.vocab import CandidateKind, Category, RankProgress
 from firstfault.vocab.text import rank_list
 
 
@@ -64,3 +66,40 @@ def note_lowest_unseen(out: list[Candidate], unseen: Container[int], awaited: Ma
             f"rank(s) {rank_list(sorted(others))} printed nothing either; rank {out[0].rank} is named as the lowest "
             "(rank 0 alone evaluates, logs and writes checkpoints in most trainers), not from anything it printed"
         )
+
+
+def printed_untagged(pool: list[int], unseen: Container[int], awaited: Mapping[int, int], printers: int) -> bool:
+    """Are the suspects several ranks known only from a count of untagged progress lines?
+
+    Such ranks printed (their steps are in the console, without a rank tag): none of them is "a
+    rank that printed nothing", and naming the lowest would be a guess among equals. One such rank
+    is still the only rank left to have been the one its peers lost, and rank 0 keeps the lead it
+    has among quiet ranks (``note_lowest_unseen``: it alone evaluates, logs and checkpoints in
+    most trainers)."""
+    return (
+        printers > 1
+        and len(pool) > 1
+        and 0 not in pool
+        and all(r in unseen and r not in awaited and r < printers for r in pool)
+    )
+
+
+def untagged_reading(victims: set[int], pool: list[int], printers: int, corr: Correlation) -> Candidate:
+    """The victims waited for one of several ranks whose lines carry no rank: say so, name none."""
+    timeouts = any(corr.ranks[r].timed_out() for r in victims if r in corr.ranks)
+    how = "timed out waiting" if timeouts else "lost their connections"
+    reasons = [
+        f"rank(s) {rank_list(sorted(victims))} {how}; the console's untagged progress lines show {printers} "
+        f"processes at each step, so rank(s) {rank_list(sorted(pool))} ran and printed, but no line says which "
+        "is whose: which of them the others waited for is not in the log, and none is named"
+    ]
+    stopped = survivors_stopped(corr)
+    if stopped:
+        reasons.append(
+            f"the launcher stopped {stopped} other process(es) after the failure ({stopped_how(corr)}): they were "
+            "alive, stuck or waiting elsewhere"
+        )
+    cat = Category.HANG if timeouts else Category.PROCESS_CRASH
+    ranks = rank_list(sorted(pool))
+    what = f"the ranks that printed errors {how}; one of rank(s) {ranks}, whose lines name no rank, stopped"
+    return Candidate(CandidateKind.SILENT, None, None, None, None, cat, reasons, what=what)
