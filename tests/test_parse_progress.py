@@ -125,8 +125,16 @@ def _printers_of(texts: list[str]) -> int:
     from firstfault.parse.facts import _printers
 
     ctx = ParseContext()
-    _printers(texts, ctx)
+    steps = [_step_of(t) for t in texts]
+    _printers([(t, s) for t, s in zip(texts, steps, strict=True) if s is not None], ctx)
     return ctx.topology.untagged_printers
+
+
+def _step_of(text: str) -> int | None:
+    from firstfault.parse.progress import match_progress_own
+
+    got = match_progress_own(text)
+    return got[0] if got is not None else None
 
 
 def test_untagged_step_lines_bound_the_processes_that_printed_them() -> None:

@@ -407,16 +407,16 @@ def absorb_lines(
     seen: dict[int, _Seen] = {}
     unranked: dict[int, _Seen] = {}
     srun = not _srun_labels_agents(sf, head, lines)
-    untagged: list[str] = []
+    untagged: list[tuple[str, int]] = []
     for i, raw in enumerate(lines):
         if not any(lit in raw for lit in progress_mod.LITERALS):
             continue
         text, local_rank, rank = strip_prefixes(raw, srun=srun)
         if rank is None:
             rank = local_rank if local_rank is not None else sf.local_rank
-            if rank is None:
-                untagged.append(text)
-        _progress(text, rank, ctx, sf, first_no + i, seen, unranked)
+        step = _progress(text, rank, ctx, sf, first_no + i, seen, unranked)
+        if step is not None:
+            untagged.append((text, step))
     _merge_progress(seen, ctx, sf)
     if unranked and not seen:
         _merge_progress(unranked, ctx, sf, {-1: ctx.unranked_progress})
@@ -430,7 +430,7 @@ _LAG = 1
 _MIN_STEPS = 3
 
 
-def _printers(texts: list[str], ctx: ParseContext) -> None:
+def _printers(lines: list[tuple[str, int]], ctx: ParseContext) -> None:
     """The least number of processes that printed these untagged progress lines: a lower bound of
     the world size (``Topology.untagged_printers``; ranks below it are known ranks), where no line
     states it.
@@ -444,11 +444,8 @@ def _printers(texts: list[str], ctx: ParseContext) -> None:
     again); the median over the steps, so that a step whose lines a terminal merged or a tail cut
     counts for no more than it shows."""
     by_template: dict[str, list[int]] = {}
-    for text in texts:
-        got = progress_mod.match_progress_own(text)
-        if got is None:
-            continue
-        by_template.setdefault(_NUMBER.sub("#", text.strip()), []).append(got[0])
+    for text, step in lines:  # (text, step) of each untagged progress line, in the file's order
+        by_template.setdefault(_NUMBER.sub("#", text.strip()), []).append(step)
     bound = 0
     for steps in by_template.values():
         if any(b < a - _LAG for a, b in pairwise(steps)):
@@ -495,18 +492,21 @@ def _progress(
     line: int,
     seen: dict[int, _Seen],
     unranked: dict[int, _Seen] | None = None,
-) -> None:
+) -> int | None:
+    """Fold one progress line into ``seen``; the step of a line no rank can be given (counted in
+    ``unranked``), which ``_printers`` reads, else None."""
     got = progress_mod.match_progress_own(text)
     if got is None:
-        return
+        return None
     step, ms, named, own = got
     if named is not None and sf.kind == FileKind.ELASTIC_RANK_LOG and named != sf.local_rank:
         # "INFO [rank24] step 9 ..." in attempt_0/0/stdout.log: this directory is global rank 24
         ctx.dir_rank.setdefault(sf.rel.rsplit("/", 1)[0], named)
     r = named if named is not None else rank
+    rankless = r is None
     if r is None:
         if unranked is None:
-            return
+            return None
         r, seen = -1, unranked  # the job moved; which rank, the line does not say
     s = seen.get(r)
     if s is None:
@@ -520,6 +520,7 @@ def _progress(
         s.ms.append(ms)
         if own is not None:
             s.own.append(own)
+    return step if rankless else None
 
 
 def _merge_progress(
