@@ -42,6 +42,24 @@ def bench_accuracy(
     raise typer.Exit(code)
 
 
+@app.command("sets")
+def bench_sets(
+    sets: Annotated[
+        list[Path], typer.Argument(help="Sets of real jobs (folders of bundles with truth.json), or folders of sets")
+    ],
+    markdown: Annotated[Path | None, typer.Option("--markdown", help="Also write the table as Markdown")] = None,
+    rows: Annotated[Path | None, typer.Option("--rows", help="Write one JSON line per job (label and verdict)")] = None,
+    against: Annotated[
+        Path | None, typer.Option("--against", help="A --rows file of an earlier run: list every verdict that moved")
+    ] = None,
+) -> None:
+    """Labelled real jobs set by set (tools/realjobs sets and their excerpts) against the bar:
+    category, culprit top-1 where the label names a rank, healthy flagged, failed answered none."""
+    from firstfault_bench.real_sets import run_sets
+
+    raise typer.Exit(run_sets(sets, markdown, rows, against))
+
+
 @app.command("generate")
 def bench_generate(
     out: Annotated[Path, typer.Argument(help="Directory to write the labelled bundles into")],

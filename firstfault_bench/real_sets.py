@@ -1,0 +1,276 @@
+"""Accuracy on labelled real jobs, set by set, against the bar real-world accuracy is held to.
+
+The real sets are bundles that real software left (``tools/realjobs``: torchrun, SLURM, Ray Train,
+``mpirun``, Lightning, Accelerate, Transformers, JAX) with the injected fault in ``truth.json``,
+and the excerpts ``make_excerpts.py`` cuts from their consoles. They live outside the repository
+(a set is tens of MB and is made again on each machine), so this module reads whatever sets it is
+given and never assumes which exist.
+
+Why a module of its own beside ``accuracy.py``: ``bench accuracy`` tables one folder case by case
+next to two baselines, and scores a culprit where the label names none as a hit when firstfault
+names none too. The real-world bar is stated per set and on different measures, and a per-case
+table of three hundred jobs hides which set falls short. Here each set is one row:
+
+* **category**: firstfault's category equals the label's;
+* **culprit top-1**: only over jobs whose label names a rank (a job-level fault has no culprit to
+  find, and counting it would flatter the measure);
+* **no rank named**: over jobs whose label names none, firstfault named none either;
+* **healthy flagged**: a job labelled ``none`` answered with anything else (the goal is zero);
+* **failed -> none**: a failed job answered ``none`` (the goal is zero);
+* **refused**: the bundle was refused as unusable (counted wrong on category, listed by name:
+  an excerpt of a failed job refused as "not a job log" is a miss, not a skip).
+
+The bar (culprit top-1 >= 95%, category >= 90% on each set, no healthy job flagged, no failed job
+answered ``none``) is checked per set and over all. ``--rows`` writes one JSON line per job, and
+``--against`` compares a run with such a file, job by job, so that a change to a rule shows every
+verdict it moved, on every set, before it is kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from firstfault.discover import discover
+from firstfault.match.registry import Registry, load_registry
+from firstfault.pipeline import analyze_bundle
+from firstfault.vocab.errors import BundleError
+
+CULPRIT_BAR = 0.95
+CATEGORY_BAR = 0.90
+REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One job's label and verdict: what ``--rows`` writes and ``--against`` reads back."""
+
+    set: str
+    job: str
+    truth_category: str
+    truth_ranks: list[int]
+    category: str
+    ranks: list[int]
+    confidence: float
+    summary: str
+    fragment: str = ""  # how make_excerpts.py cut it from a console ("" for a whole job)
+
+    @property
+    def category_ok(self) -> bool:
+        return self.category == self.truth_category
+
+    @property
+    def names_rank(self) -> bool:
+        return bool(self.truth_ranks)
+
+    @property
+    def culprit_ok(self) -> bool:
+        """Top-1 against the label's first rank; where the label names none, naming none."""
+        if self.truth_ranks:
+            return bool(self.ranks) and self.ranks[0] == self.truth_ranks[0]
+        return not self.ranks
+
+    @property
+    def right(self) -> bool:
+        return self.category_ok and self.culprit_ok
+
+
+@dataclass
+class SetScore:
+    name: str
+    rows: list[JobRow] = field(default_factory=list)
+
+    @property
+    def jobs(self) -> int:
+        return len(self.rows)
+
+    @property
+    def category(self) -> int:
+        return sum(r.category_ok for r in self.rows)
+
+    @property
+    def ranked(self) -> int:
+        return sum(r.names_rank for r in self.rows)
+
+    @property
+    def culprit(self) -> int:
+        return sum(r.culprit_ok for r in self.rows if r.names_rank)
+
+    @property
+    def unranked(self) -> int:
+        return sum(not r.names_rank for r in self.rows)
+
+    @property
+    def no_rank_ok(self) -> int:
+        return sum(r.culprit_ok for r in self.rows if not r.names_rank)
+
+    @property
+    def healthy(self) -> int:
+        return sum(r.truth_category == "none" for r in self.rows)
+
+    @property
+    def healthy_flagged(self) -> int:
+        return sum(r.truth_category == "none" and r.category != "none" for r in self.rows)
+
+    @property
+    def failed(self) -> int:
+        return self.jobs - self.healthy
+
+    @property
+    def failed_none(self) -> int:
+        return sum(r.truth_category != "none" and r.category == "none" for r in self.rows)
+
+    @property
+    def refused(self) -> list[str]:
+        return [r.job for r in self.rows if r.category == REFUSED]
+
+    def meets_bar(self) -> bool:
+        culprit_ok = self.ranked == 0 or self.culprit >= CULPRIT_BAR * self.ranked
+        category_ok = self.jobs == 0 or self.category >= CATEGORY_BAR * self.jobs
+        return culprit_ok and category_ok and self.healthy_flagged == 0 and self.failed_none == 0
+
+
+def set_dirs(paths: Iterable[Path]) -> list[Path]:
+    """The sets under the given paths: a folder whose children hold ``truth.json`` is a set; a
+    folder whose grandchildren do is a folder of sets. Anything else is left out (returned empty)."""
+    found: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if any(p.glob("*/truth.json")):
+            found.append(p)
+        elif p.is_dir():
+            found.extend(sorted(d for d in p.iterdir() if d.is_dir() and any(d.glob("*/truth.json"))))
+    return found
+
+
+def score_job(job: Path, set_name: str, registry: Registry) -> JobRow:
+    truth = json.loads((job / "truth.json").read_text(encoding="utf-8"))
+    label = str(truth.get("expected_category"))
+    cut = str(truth.get("fragment") or "")
+    truth_ranks = [int(r) for r in truth.get("culprit_ranks", [])]
+    try:
+        bundle = discover(job)
+        try:
+            v = analyze_bundle(bundle, registry)
+        finally:
+            bundle.close()
+    except BundleError as exc:
+        return JobRow(set_name, job.name, label, truth_ranks, REFUSED, [], 0.0, str(exc)[:200], cut)
+    ranks = list(v.culprit.ranks)
+    return JobRow(set_name, job.name, label, truth_ranks, str(v.category), ranks, float(v.confidence), v.summary, cut)
+
+
+def score_set(set_dir: Path, registry: Registry) -> SetScore:
+    jobs = sorted(d for d in set_dir.iterdir() if (d / "truth.json").is_file())
+    return SetScore(set_dir.name, [score_job(j, set_dir.name, registry) for j in jobs])
+
+
+def _frac(n: int, d: int) -> str:
+    return f"{n}/{d} ({100 * n / d:.0f}%)" if d else "-"
+
+
+def render(scores: Sequence[SetScore], console: Console) -> str:
+    """One row per set, then the whole jobs together and the excerpts together (a job whose label
+    says how ``make_excerpts.py`` cut it: a cut of a console is a harder reading than the job it
+    came from, and adding the two would blur both); returns the same table as Markdown."""
+    cols = ["set", "jobs", "category", "culprit top-1 (label names a rank)", "no rank named",
+            "healthy flagged", "failed -> none", "refused", "bar"]  # fmt: skip
+    t = Table(title="real jobs, set by set (bar: culprit >= 95%, category >= 90%, 0 flagged, 0 silent)")
+    for c in cols:
+        t.add_column(c)
+    md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    rows = [r for s in scores for r in s.rows]
+    totals = [
+        SetScore("all whole jobs", [r for r in rows if not r.fragment]),
+        SetScore("all excerpts", [r for r in rows if r.fragment]),
+    ]
+    for s in [*scores, *(t for t in totals if t.rows)]:
+        row = [
+            s.name,
+            str(s.jobs),
+            _frac(s.category, s.jobs),
+            _frac(s.culprit, s.ranked),
+            _frac(s.no_rank_ok, s.unranked),
+            f"{s.healthy_flagged}/{s.healthy}",
+            f"{s.failed_none}/{s.failed}",
+            str(len(s.refused)),
+            "met" if s.meets_bar() else "not met",
+        ]
+        t.add_row(*row)
+        md.append("| " + " | ".join(row) + " |")
+    console.print(t)
+    missed = [r for s in scores for r in s.rows if not r.right]
+    if missed:
+        console.print(f"{len(missed)} job(s) not right:", markup=False)
+        md.append("")
+        for r in missed:
+            line = (f"  {r.set}/{r.job}: {r.truth_category} {r.truth_ranks} -> {r.category} {r.ranks} "
+                    f"conf {r.confidence:.2f}")  # fmt: skip
+            console.print(line, markup=False, soft_wrap=True)
+            md.append("- " + line.strip())
+    return "\n".join(md) + "\n"
+
+
+def compare(rows: Sequence[JobRow], base_file: Path) -> list[str]:
+    """Every job whose verdict (category or ranks) differs from the run written to ``base_file``:
+    better, worse or moved, so that a rule's effect is read job by job, not only as totals."""
+    base: dict[tuple[str, str], dict[str, object]] = {}
+    for line in base_file.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            d = json.loads(line)
+            base[(str(d["set"]), str(d["job"]))] = d
+    out = []
+    for r in rows:
+        b = base.get((r.set, r.job))
+        if b is None:
+            out.append(f"new     {r.set}/{r.job}: {r.category} {r.ranks}")
+            continue
+        if (b["category"], b["ranks"]) == (r.category, r.ranks):
+            continue
+        was_ranks = [int(x) for x in b["ranks"]]  # type: ignore[attr-defined]
+        was = JobRow(r.set, r.job, r.truth_category, r.truth_ranks, str(b["category"]), was_ranks, 0.0, "")
+        score = (r.category_ok - was.category_ok) + (r.culprit_ok - was.culprit_ok)
+        tag = "better" if score > 0 else "worse" if score < 0 else "moved"
+        out.append(
+            f"{tag:7} {r.set}/{r.job}: {was.category} {was.ranks} -> {r.category} {r.ranks} "
+            f"(label {r.truth_category} {r.truth_ranks})"
+        )
+    return out
+
+
+def run_sets(
+    paths: Sequence[Path],
+    markdown: Path | None = None,
+    rows_out: Path | None = None,
+    against: Path | None = None,
+    console: Console | None = None,
+) -> int:
+    """Score every set found under ``paths``; exit status 0 when some were scored, 2 when none."""
+    console = console or Console(width=max(Console().width, 150))
+    sets = set_dirs(paths)
+    if not sets:
+        console.print("no set found: give folders whose sub-folders hold truth.json", markup=False)
+        return 2
+    registry = load_registry()
+    scores = [score_set(s, registry) for s in sets]
+    md = render(scores, console)
+    rows = [r for s in scores for r in s.rows]
+    if against is not None:
+        changes = compare(rows, against)
+        head = f"against {against}: {len(changes)} verdict(s) changed"
+        console.print(head, markup=False)
+        for c in changes:
+            console.print("  " + c, markup=False, soft_wrap=True)
+        md += "\n" + head + "\n" + "".join(f"- {c}\n" for c in changes)
+    if rows_out is not None:
+        with rows_out.open("w", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(asdict(r)) + "\n")
+    if markdown is not None:
+        markdown.write_text(md, encoding="utf-8")
+    return 0
