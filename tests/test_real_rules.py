@@ -218,6 +218,16 @@ def test_a_batch_hand_over_cut_short_is_a_dead_data_loader_worker() -> None:
     assert any("DataLoader worker" in r for r in v.reasons)
 
 
+def test_the_data_loaders_own_report_of_the_signal_speaks_for_the_lost_worker() -> None:
+    """`mp.spawn`: rank 3's DataLoader worker segfaults while its batch is handed over. The main
+    process meets the dead socket first (ConnectionResetError under rebuild_storage_fd), and while
+    handling it torch raises "DataLoader worker (pid N) is killed by signal: Segmentation fault": a
+    crash, not the OOM killer a kill without a word would suggest."""
+    v = _v("sd_dl_worker_segv_r3")
+    assert str(v.category) == "process_crash" and v.culprit.ranks[:1] == [3]
+    assert any("torch's DataLoader says how" in r and "Segmentation fault" in r for r in v.reasons)
+
+
 def test_a_stall_ended_from_outside_is_a_hang_on_the_rank_behind() -> None:
     """Transformers' Trainer under torchrun: rank 0 stops at step 4, its peers wait in the
     all-reduce with no timeout firing; 220 s later torchrun is sent SIGTERM. No error of the job's own."""

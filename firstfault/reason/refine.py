@@ -278,6 +278,33 @@ def _gone_without_a_word(root: Event) -> str | None:
     )
 
 
+# torch's DataLoader reports a worker that died by a signal as "DataLoader worker (pid N) is killed by
+# signal: <strsignal>" (torch_io.toml); SIGKILL's "Killed" is a signature of its own
+DATALOADER_SIGKILL = "torch.dataloader_worker_sigkill"
+_WORKER_SIGNAL = frozenset({"torch.dataloader_worker_killed", DATALOADER_SIGKILL})
+CHAIN_LINES = 150  # a chained traceback's links: the next link's exception line is within this many lines
+
+
+def _signal_told(root: Event, events: list[Event]) -> Event | None:
+    """torch's own report of the signal that killed the DataLoader worker ``root`` lost, printed
+    in the same file and rank a little below it, or None.
+
+    Why: the main process meets the dead worker's socket first (``ConnectionResetError`` under
+    rebuild_storage_fd) and its SIGCHLD check then raises "DataLoader worker (pid N) is killed by
+    signal: Segmentation fault" while that error is being handled: CPython prints both, chained
+    ("During handling of the above exception, another exception occurred"). The second link says
+    what the first could only infer."""
+    for e in events:
+        if (
+            e.signature in _WORKER_SIGNAL
+            and e.source == root.source
+            and e.rank == root.rank
+            and 0 < e.line - root.line <= CHAIN_LINES
+        ):
+            return e
+    return None
+
+
 def apply_lost_worker(hyp: Hypothesis, ev: ReasoningInput) -> None:
     """A worker process that vanished without a word is read as a bare SIGKILL is.
 
@@ -294,6 +321,15 @@ def apply_lost_worker(hyp: Hypothesis, ev: ReasoningInput) -> None:
     root = hyp.root_event
     premise = None if root is None else _gone_without_a_word(root)
     if root is None or premise is None:
+        return
+    told = _signal_told(root, ev.events) if root.signature == GENERIC_EXCEPTION else None
+    if told is not None and told.signature != DATALOADER_SIGKILL:
+        recategorize(hyp, told.category)
+        hyp.reasons.append(
+            f"{exception_name(root)} while receiving a batch from a DataLoader worker: the worker died, and "
+            f"torch's DataLoader says how further down the same traceback ({told.source}:{told.line}: "
+            f"{told.text.strip()[:160]})"
+        )
         return
     oom = silent_kill_suspects_oom(hyp.reasons, premise, ev.kernel_logs)
     recategorize(hyp, Category.HOST_OOM if oom else Category.PROCESS_CRASH)
