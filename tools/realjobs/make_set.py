@@ -613,6 +613,24 @@ def run_case(out: Path, case: tuple, keep_logdir: bool) -> Path:
     return save_truth(d, truth, "make_set.py", extra.get("env", {}))
 
 
+def missing_modules(cases: list[tuple]) -> list[str]:
+    """The modules ``train.py`` imports for these cases that this Python lacks: ``tqdm`` for the
+    tqdm log style, ``numpy`` for torch.distributed.checkpoint's cases.
+
+    Why: a job whose import fails ends at start-up on every rank, and its label (written from the
+    plan) would call a set-up failure "healthy" or a fault it never reached: a set made on a machine
+    without them measured the machine, not firstfault (set 8 and 11, made again 2026-12-07)."""
+    import importlib.util
+
+    need = set()
+    for c in cases:
+        if c[7].get("style") == "tqdm":
+            need.add("tqdm")
+        if str(c[1]).startswith("dcp"):
+            need.add("numpy")
+    return sorted(m for m in need if importlib.util.find_spec(m) is None)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
@@ -642,6 +660,12 @@ def main() -> None:
     }
     chosen = {**sets, 60: CASES_6_DEV}[a.set]
     cases = [c for c in chosen if not a.only or c[0] in a.only]
+    missing = missing_modules(cases)
+    if missing:
+        raise SystemExit(
+            f"make_set.py: {sys.executable} lacks {', '.join(missing)}, which these cases' workload imports: "
+            "every job would fail at start-up and be labelled as planned; run with a Python that has them"
+        )
     with ThreadPoolExecutor(a.jobs) as ex:
         # every other case of the set keeps torchrun's per-rank tree, by its place in the whole set
         futs = [ex.submit(run_case, a.out, c, chosen.index(c) % 2 == 0) for c in cases]
