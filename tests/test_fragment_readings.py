@@ -303,3 +303,16 @@ def test_a_store_host_waiting_for_its_clients_names_the_rank_that_never_joined()
     v = analyze(_REALJOBS / "tail_store_clients_r1")
     assert list(v.culprit.ranks) == [1]
     assert any("hosts the store and waited for its clients" in r for r in v.reasons)
+
+
+def test_an_error_read_in_a_bare_exits_second_goes_before_it() -> None:
+    """The last 60 lines of a real torchrun console (`make_set.py --set 2`'s b_divisible_4r, 4
+    ranks): rank 2's ValueError opens the paste, untimed above the tear-down's first clock, and
+    torchrun's summary records ranks 0, 2 and 3 exiting with code 1 in the same second, no
+    traceback of their own in the paste. Nothing but the midpoint of that second ordered rank 0's
+    bare exit before the error (read "configuration on ranks 0, 2"): the error read in that second
+    says why, the exit only that it happened."""
+    v = analyze(_REALJOBS / "tail_divisible_4r")
+    assert str(v.category) == "configuration" and list(v.culprit.ranks) == []
+    assert v.root_event is not None and "is not divisible by" in v.root_event.text
+    assert any("runner-up at the same moment (no clock orders the two)" in r for r in v.reasons)

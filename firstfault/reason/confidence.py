@@ -73,7 +73,10 @@ def confidence(
     others = [c for c in rest if (c.rank != win.rank or c.host != win.host) and not _same_stop(win.event, c.event)]
     if others and win.ts is not None and others[0].ts is not None:
         gap = others[0].ts - win.ts
-        if gap < 0.1:
+        if gap < 0:  # put first by the log's order, not by a clock (``correlate.arrival_order``)
+            score -= 0.25
+            why.append("-0.25: runner-up at the same moment (no clock orders the two)")
+        elif gap < 0.1:
             score -= 0.25
             why.append(f"-0.25: runner-up only {gap * 1000:.0f} ms later")
         elif gap < settings.current().reasoning.near_tie_s:

@@ -134,7 +134,9 @@ def _in_order(pa: tuple[str, int, bool], pb: tuple[str, int, bool]) -> bool:
 
 def arrival_order(cands: list[Candidate], window: float = 1.0) -> None:
     """Near-ties between inherited times are decided by the order the console received them,
-    or, for lines of one file a few lines apart, by the file's order."""
+    or, for lines of one file a few lines apart, by the file's order; a bare exit's second yields
+    to an error read in it (:func:`_read_before_bare_exit`)."""
+    _read_before_bare_exit(cands)
     changed = True
     while changed:
         changed = False
@@ -146,6 +148,36 @@ def arrival_order(cands: list[Candidate], window: float = 1.0) -> None:
             if abs(a.ts - b.ts) < window and pb[1] < pa[1] and _in_order(pa, pb):
                 cands[i], cands[i + 1] = b, a
                 changed = True
+
+
+def _read_before_bare_exit(cands: list[Candidate]) -> None:
+    """An error of its own that no clock puts after a bare exit's second goes before that exit.
+
+    Why: torchrun records a failure's time to the second, and a rank's exit code 1 (an exception,
+    its traceback not in the log) says it failed, not why. When another rank's own error, read in
+    the log, falls inside that second with no exact clock of its own (a time taken from a line
+    below or above it), nothing orders the two; the midpoint rule of ``candidate_order`` would
+    then pick the exit over the error half the time. The error explains something; the bare exit
+    only says that something happened."""
+    if len(cands) < 2:
+        return
+    top = cands[0]
+    if (
+        top.kind != CandidateKind.EXIT
+        or top.event is None
+        or top.event.ts_quality != TsQuality.COARSE
+        or top.ts is None
+        or exit_signal(top.event) is not None
+    ):
+        return
+    for i, c in enumerate(cands[1:], start=1):
+        if c.ts is None or c.ts >= top.ts + 1.0:
+            return
+        ev = c.event
+        own = c.kind == CandidateKind.EVENT and ev is not None and ev.rank is not None
+        if own and ev is not None and ev.ts_quality == TsQuality.INHERITED:
+            cands.insert(0, cands.pop(i))
+            return
 
 
 def exit_signal(e: Event) -> str | None:
