@@ -22,10 +22,11 @@ from firstfault.parse.result import ParseResult
 from firstfault.parse.run import parse_bundle
 from firstfault.reason.attribute import attribute
 from firstfault.reason.configuration import TrainingSeen
-from firstfault.reason.correlate import correlate, place_on_lost, place_quoted, place_rankless
+from firstfault.reason.correlate import correlate
 from firstfault.reason.flightrec import fr_events
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.reason.network import peer_hosts
+from firstfault.reason.placing import place_on_lost, place_quoted, place_rankless
 from firstfault.reason.went_on import demote_went_on
 from firstfault.reason.window import context_of, job_window
 from firstfault.vocab import BundleError, FileKind, Verdict

@@ -10,8 +10,9 @@ from stage_events import ev
 
 from firstfault.reason.attribute import attribute
 from firstfault.reason.configuration import TrainingSeen
-from firstfault.reason.correlate import correlate, host_explains, place_on_lost
+from firstfault.reason.correlate import correlate, host_explains
 from firstfault.reason.inputs import ReasoningInput
+from firstfault.reason.placing import place_on_lost
 from firstfault.vocab import CandidateKind, Category, Layer, Role, Severity
 
 T0 = 1_764_000_000.0
@@ -92,7 +93,7 @@ def test_identical_rankless_copies_are_several_processes() -> None:
     """Three ranks print one version check to a console without prefixes; torchrun reports the one
     that exited first, and tears the other two down: the copies are three processes', not one's."""
     from firstfault.reason.configuration import common_failure
-    from firstfault.reason.correlate import place_rankless
+    from firstfault.reason.placing import place_rankless
 
     msg = "RuntimeError: this training recipe requires torch>=3.1, but found torch==2.13.0+cpu"
     copies = [ev(msg, ts=T0 + i * 0.01, source="console.log", line=10 * i) for i in range(3)]
