@@ -1,6 +1,6 @@
 """Build firstfault's development set of real torchrun jobs from ``train.py`` (not the simulator).
 
-    python tools/realjobs/make_set.py OUT [--set 1..12] [--only CASE ...] [--jobs 2]
+    python tools/realjobs/make_set.py OUT [--set 1..13] [--only CASE ...] [--jobs 2]
 
 Each case is one real ``torchrun`` job (4 ranks, gloo on CPU) with a fault of ``train.py``;
 the bundle is what the job left (``console.log``: torchrun's console as a terminal shows it;
@@ -504,6 +504,22 @@ def save_truth(d: Path, truth: dict[str, object], script: str, env: object) -> P
     return d
 
 
+# A thirteenth set, written 2026-12-07 and scored once before any rule of its own: failure families
+# no earlier set has: a launch script passing a flag the script no longer takes (argparse exits 2 on
+# every rank), a background thread's exception the job trains on through (healthy, exit 0), one
+# node's open-files limit (EMFILE on one rank), and a RecursionError in one rank's own code.
+CASES_13: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("m_argparse_all", "argparse_all", 0, 0, "configuration", [], "stop", {}),
+    ("m_argparse_all_print_2r", "argparse_all", 0, 0, "configuration", [], "stop", {"nproc": 2, "style": "print"}),
+    ("m_thread_exc_healthy", "thread_exc", 1, 3, "none", [], "none", {}),
+    ("m_thread_exc_healthy_3r", "thread_exc", 0, 5, "none", [], "none", {"nproc": 3, "style": "rankfmt"}),
+    ("m_emfile_r2", "emfile", 2, 4, "configuration", [2], "stop", {}),
+    ("m_emfile_r1_print", "emfile", 1, 6, "configuration", [1], "stop", {"style": "print"}),
+    ("m_recursion_r3", "recursion", 3, 5, "application_error", [3], "stop", {}),
+    ("m_recursion_r1_json", "recursion", 1, 4, "application_error", [1], "stop", {"style": "json"}),
+]
+
+
 def run_cases(out: Path, cases: list[tuple], run: Callable[[Path, tuple], Path], jobs: int) -> None:
     """Run ``cases`` ``jobs`` at a time, printing each one's name and exit status as it is written."""
     with ThreadPoolExecutor(jobs) as ex:
@@ -640,8 +656,8 @@ def main() -> None:
         "--set",
         type=int,
         default=1,
-        choices=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 60),
-        help="1 to 12 (2 and 4 held out); 60: set 6's development case",
+        choices=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 60),
+        help="1 to 13 (2 and 4 held out); 60: set 6's development case",
     )
     a = ap.parse_args()
     sets = {
@@ -657,6 +673,7 @@ def main() -> None:
         10: CASES_10,
         11: CASES_11,
         12: CASES_12,
+        13: CASES_13,
     }
     chosen = {**sets, 60: CASES_6_DEV}[a.set]
     cases = [c for c in chosen if not a.only or c[0] in a.only]

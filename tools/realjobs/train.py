@@ -18,6 +18,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 import warnings
 from datetime import timedelta
@@ -81,7 +82,28 @@ FAULTS = (
     "dl_worker_segv",
     "assert",
     "leak",
+    "argparse_all",
+    "thread_exc",
+    "emfile",
+    "recursion",
 )
+
+
+def upload_metrics(step: int) -> None:
+    """A background thread's upload that fails: CPython prints "Exception in thread ..." and its
+    traceback to stderr, and the main thread trains on (the job is healthy)."""
+    raise ConnectionError(f"metrics endpoint http://metrics.internal:9000 refused the upload of step {step}")
+
+
+def flatten(tree: dict[str, object], prefix: str = "") -> dict[str, object]:
+    """Flatten a nested config: a node that refers to itself recurses until RecursionError."""
+    out: dict[str, object] = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def parse() -> argparse.Namespace:
@@ -104,6 +126,9 @@ def parse() -> argparse.Namespace:
     )
     p.add_argument("--wrap", choices=("ddp", "fsdp"), default="ddp", help="DDP, or FSDP2's fully_shard")
     p.add_argument("--mesh", default=None, help="FSDP's device mesh shape, '4' or '2,2' (default: the world)")
+    known, _ = p.parse_known_args()
+    if known.fault == "argparse_all":  # a launch script passing a flag this version no longer has
+        return p.parse_args([*sys.argv[1:], "--warmup-steps", "100"])
     return p.parse_args()
 
 
@@ -411,6 +436,19 @@ def main() -> None:
             if a.fault == "diskfull":
                 log.info("saving checkpoint at step %d", step)
                 torch.save(model.state_dict(), "/dev/full")
+            if a.fault == "thread_exc":  # a background metrics upload fails; training goes on
+                threading.Thread(target=upload_metrics, args=(step,), name="metrics-upload").start()
+            if a.fault == "emfile":  # a node whose open-files limit is lower than the others'
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+                os.makedirs(a.data, exist_ok=True)
+                held = [open(os.path.join(a.data, f"index-{rank}-{i:04d}.idx"), "w") for i in range(128)]  # noqa: SIM115
+                del held
+            if a.fault == "recursion":  # a config tree that refers to itself, walked recursively
+                node: dict[str, object] = {"name": "optimizer"}
+                node["parent"] = node
+                flatten(node)
         if a.fault == "sigkill_then_peer_exc" and rank != a.rank and step == a.step + 1:
             # the peer's own code raises when a metric round-trip it depends on fails
             try:
