@@ -18,6 +18,7 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -442,8 +443,8 @@ def main() -> None:
                 import resource
 
                 resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-                os.makedirs(a.data, exist_ok=True)
-                held = [open(os.path.join(a.data, f"index-{rank}-{i:04d}.idx"), "w") for i in range(128)]  # noqa: SIM115
+                cache = tempfile.mkdtemp(prefix=f"ff-realjobs-cache-{rank}-")  # outside the bundle
+                held = [open(os.path.join(cache, f"index-{i:04d}.idx"), "w") for i in range(128)]  # noqa: SIM115
                 del held
             if a.fault == "recursion":  # a config tree that refers to itself, walked recursively
                 node: dict[str, object] = {"name": "optimizer"}
