@@ -108,8 +108,10 @@ def _after_parse(
     own = {f.rel for f in bundle.files if f.rank is not None or f.kind == FileKind.ELASTIC_RANK_LOG}
     ended = pr.ctx.training_end is not None or any(e.fields.get("completed") for e in now)
     ranks = pr.known_ranks()
+    progress = pr.rank_progress(first)
+    last_steps = {p.rank: p.last_step_ts for p in progress if p.last_step_ts is not None}
     warnings += demote_went_on(
-        now, pr.ctx.training_after, pr.ctx.training_tagged, own, ended, len(ranks), pr.ctx.training_end
+        now, pr.ctx.training_after, pr.ctx.training_tagged, own, ended, len(ranks), pr.ctx.training_end, last_steps
     )
     corr = correlate(now, ranks)
     warnings.extend(r.describe() for r in corr.recoveries[:5])
@@ -122,7 +124,7 @@ def _after_parse(
     dumps = {f.rank: f.rel for f in bundle.of_kind(FileKind.FR_DUMP) if f.rank is not None}
     inp = ReasoningInput(
         topology=topo,
-        progress=pr.rank_progress(first),
+        progress=progress,
         job_progress=pr.job_progress(first),
         fr=fr,
         action_of={s.id: s.action for s in registry.signatures if s.action is not None},

@@ -634,3 +634,26 @@ def test_a_ranks_exception_comes_before_the_terminate_of_its_dying_process() -> 
     v = _v("hfb_exception_r1_3r")
     assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [1]
     assert v.root_event is not None and "KeyError" in v.root_event.text
+
+
+def test_an_exception_that_ended_a_thread_is_no_failure_where_training_went_on() -> None:
+    """Set 13: rank 1's background metrics upload raises at step 3 ("Exception in thread
+    metrics-upload:", CPython's threading excepthook); the main thread trains to step 20/20 and the
+    job exits 0. The traceback is in rank 1's stderr.log, its steps in stdout.log: the job was read
+    as "application error on rank 1" at 0.90."""
+    v = _v("m_thread_exc_healthy")
+    assert str(v.category) == "none"
+    assert any("ended a thread, not its process" in w for w in v.warnings)
+
+
+def test_a_threads_exception_keeps_its_reading_where_its_rank_stopped(tmp_path: Path) -> None:
+    """The same job's console, pasted only down to the thread's exception: nothing shows rank 1
+    going on after it, so it stays the failure (a loader thread that died can leave its rank
+    waiting: a hang whose root it is)."""
+    lines = (FIX / "m_thread_exc_healthy" / "console.log").read_text().splitlines()
+    cut = next(i for i, line in enumerate(lines) if "ConnectionError: metrics endpoint" in line)
+    log = tmp_path / "console.log"
+    log.write_text("\n".join(lines[: cut + 1]) + "\n")
+    v = analyze(log)
+    assert str(v.category) != "none" and v.culprit.ranks[:1] == [1]
+    assert v.root_event is not None and "ConnectionError" in v.root_event.text

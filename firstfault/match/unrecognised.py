@@ -64,8 +64,9 @@ _ERROR_WORD = re.compile(
 _NOT_AN_ERROR = re.compile(
     r"(?:\b[A-Z][a-z]*Warning\b|\bwarnings\.warn\b|^\s*\[?W\d{4} |^\[W |\bWARN(?:ING)?\b(?!.*\b(?:ERROR|FATAL)\b)"
     r"|^\s*[Ww]arning: "  # gdb's, gcc's, a shell tool's own warning ("warning: Cuda API error detected: ...")
-    # CPython's header over an exception it printed and did not raise (parse.run.IGNORED)
-    r"|^\s*Exception ignored "
+    # CPython's headers over an exception it printed and did not raise (parse.run.IGNORED), and over
+    # one that ended a thread (parse.run.THREAD): the exception's own line below is the error
+    r"|^\s*Exception ignored |^\s*Exception in thread "
     r"|\bNCCL INFO\b|(?:^|[\s|\]\[-])INFO(?:[\s:|\]-]|$)|^\s*\[?I\d{4} |^\[I |\bDEBUG\b"
     # NeMo's logger ("[NeMo W 2025-03-02 11:59:58 exp_manager:123] ...", nemo/utils/formatters/base.py:
     # "[NeMo %(levelname)1.1s %(asctime)s %(module)s:%(lineno)d]"): its I, W and D levels

@@ -39,6 +39,11 @@ MAX_CONTEXT = 30
 # on, so the exception is no failure of it (``reason.went_on``)
 IGNORED = "Exception ignored "
 IGNORED_FIELD = "ignored"  # the field such an exception's event carries
+# CPython's header over an exception that ended a thread other than the main one (Lib/threading.py
+# excepthook, 3.8 to 3.13: print(f"Exception in thread {name}:", file=stderr)): the thread died,
+# the process did not (``reason.went_on``)
+THREAD = "Exception in thread "
+THREAD_FIELD = "thread"
 # torch's own hook for an exception nothing caught: init_process_group replaces sys.excepthook with
 # _distributed_excepthook, which writes the interpreter's report with "[rank{get_rank()}]: " before
 # every line (torch/distributed/distributed_c10d.py, 2.2 to 2.13.0). CPython calls sys.excepthook
@@ -49,9 +54,10 @@ UNCAUGHT_FIELD = "uncaught"
 _EXCEPTHOOK_LABEL = re.compile(r"\[rank\d+\]: $")
 
 
-def _frames(hit: Hit) -> tuple[tuple[str, ...], bool]:
-    """The traceback lines above an exception line, up to its 'Traceback' header, and whether
-    CPython headed that traceback "Exception ignored in: ..." (``IGNORED``).
+def _frames(hit: Hit) -> tuple[tuple[str, ...], str | None]:
+    """The traceback lines above an exception line, up to its 'Traceback' header, and the field
+    CPython's header over that traceback calls for: ``IGNORED_FIELD`` under "Exception ignored in:
+    ..." (``IGNORED``), ``THREAD_FIELD`` under "Exception in thread NAME:" (``THREAD``), else None.
 
     Each line loses its launcher prefixes the one way (``vocab.identity.strip_prefixes``), so a
     frame printed by a Ray actor or under ``srun -l`` reads like any other. A paste often starts
@@ -61,18 +67,19 @@ def _frames(hit: Hit) -> tuple[tuple[str, ...], bool]:
     """
     above = hit.before(MAX_CONTEXT)
     out: list[str] = []
-    ignored = False
+    header: str | None = None
     for i in range(len(above) - 1, -1, -1):
         bare = strip_prefixes(above[i])[0]
         out.append(bare)
         if bare.lstrip().startswith("Traceback (most recent call last)"):  # "[rank0]: Traceback": a space
-            ignored = i > 0 and strip_prefixes(above[i - 1])[0].lstrip().startswith(IGNORED)
+            head = strip_prefixes(above[i - 1])[0].lstrip() if i > 0 else ""
+            header = IGNORED_FIELD if head.startswith(IGNORED) else THREAD_FIELD if head.startswith(THREAD) else None
             break
     out.reverse()
     if not (out and out[0].lstrip().startswith("Traceback")):
         out = _headless_frames(above, out, hit.text)  # no header: ``out`` holds every line above, peeled
     # the same traceback repeats on thousands of ranks: one copy of each frame line
-    return tuple(sys.intern(x) for x in out), ignored
+    return tuple(sys.intern(x) for x in out), header
 
 
 # torchrun's agent reading a dead worker's reply file (error.json) as it records the failure:
@@ -264,9 +271,9 @@ def parse_stream(
             ctx.job_evidence = True
             continue
         fields = dict(got.fields)  # hooks and later stages write into an event's own fields
-        frames, ignored = _frames(hit) if got.context_lines else ((), False)
-        if ignored:
-            fields[IGNORED_FIELD] = "1"
+        frames, header = _frames(hit) if got.context_lines else ((), None)
+        if header is not None:
+            fields[header] = "1"
         elif frames and _EXCEPTHOOK_LABEL.search(_label(hit.text)):
             fields[UNCAUGHT_FIELD] = "1"
         role = Role.TEARDOWN if _recording_a_failure(frames) else got.role

@@ -42,6 +42,10 @@ train on while one outside it died. An exception there that is its rank's last, 
 then records that rank's exit with status 1 (CPython's for an uncaught exception), was not caught:
 the rank died of it, and it keeps its reading.
 
+An exception CPython printed under "Exception in thread NAME:" ended a thread, not its process:
+it is demoted where training reached its end, or where its rank's steps went on past it in any of
+the rank's files (``_demote_threads``), and keeps its reading where its rank stopped.
+
 One report comes *after* training's end and is still no failure: torchrun's agent enters its exit
 barrier only once its own worker group SUCCEEDED, and logs a failure there and goes on
 (``_exit_barrier``'s ``logger.exception("Error waiting on exit barrier ...")`` in
@@ -62,7 +66,7 @@ from __future__ import annotations
 from collections.abc import Sequence, Set
 
 from firstfault.match.unrecognised import UNRECOGNISED
-from firstfault.parse.run import IGNORED_FIELD, UNCAUGHT_FIELD
+from firstfault.parse.run import IGNORED_FIELD, THREAD_FIELD, UNCAUGHT_FIELD
 from firstfault.reason.correlate import is_exit_record
 from firstfault.reason.refine import GENERIC_EXCEPTION
 from firstfault.vocab import Event, Layer, Role, Severity
@@ -149,6 +153,31 @@ def _demote_ignored(events: Sequence[Event]) -> list[str]:
     return [note] if note else []
 
 
+def _demote_threads(events: Sequence[Event], ended: bool, last_step_ts: dict[int, float]) -> list[str]:
+    """Exceptions that ended a thread, not its process, where the job or their rank went on.
+
+    Why: CPython prints "Exception in thread NAME:" over an exception that ended a thread other
+    than the main one (a metrics upload, a checkpoint writer, a prefetcher) and the process goes
+    on. Such an exception is the job's failure only if the job stopped because of it (a loader
+    thread that died leaves the main thread waiting: a hang whose root it is). So it is demoted
+    where training reached its end, or where its rank's steps went on past it, in whichever of
+    the rank's files they are (torchrun's per-rank stderr holds the traceback, its stdout the
+    steps)."""
+    gone = []
+    for e in events:
+        if not e.fields.get(THREAD_FIELD) or e.role == Role.NOISE:
+            continue
+        later = e.rank is not None and e.ts is not None and last_step_ts.get(e.rank, float("-inf")) > e.ts
+        if ended or later:
+            gone.append(e)
+    note = _demote(
+        gone,
+        'exception(s) that ended a thread, not its process ("Exception in thread ..."), after which training '
+        "went on: not read as the failure",
+    )
+    return [note] if note else []
+
+
 def _demote(gone: Sequence[Event], why: str) -> str | None:
     """Demote ``gone`` to noise (marked as gone on from); the warning naming them, first one quoted."""
     for e in gone:
@@ -213,13 +242,15 @@ def demote_went_on(
     ended: bool = False,
     world: int | None = None,
     training_end: str | None = None,
+    last_step_ts: dict[int, float] | None = None,
 ) -> list[str]:
     """Demote the lines the job went on from to noise; the warnings that name them. ``own``: the
     files that hold one rank's output; ``ended``: training reached its last
     step (a step counter at its total) or a line marks the job's end; ``world``: how many ranks
     the bundle shows (its world size where a line states it); ``training_end``: "file:line: text"
-    of the step counter at its total."""
+    of the step counter at its total; ``last_step_ts``: each rank's last step's time."""
     notes = _demote_ignored(events)
+    notes += _demote_threads(events, ended, last_step_ts or {})
     if ended:
         note = _demote(
             _exit_barrier_reports(events),
