@@ -1,6 +1,6 @@
 """Build firstfault's development set of real torchrun jobs from ``train.py`` (not the simulator).
 
-    python tools/realjobs/make_set.py OUT [--set 1..13] [--only CASE ...] [--jobs 2]
+    python tools/realjobs/make_set.py OUT [--set 1..14] [--only CASE ...] [--jobs 2]
 
 Each case is one real ``torchrun`` job (4 ranks, gloo on CPU) with a fault of ``train.py``;
 the bundle is what the job left (``console.log``: torchrun's console as a terminal shows it;
@@ -520,6 +520,25 @@ CASES_13: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]
 ]
 
 
+# A fourteenth set, written 2026-12-07 after set 13's rule, scored once before any rule of its own:
+# healthy runs with what debugging and bookkeeping print (git's "fatal: not a git repository" from a
+# script run outside a checkout, a faulthandler stack dump of every thread), a trainer that logs
+# what it caught and exits 1, a text shard that is not UTF-8 on one rank, and a rank stuck in a
+# gradient hook inside the backward pass.
+CASES_14: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("n_git_noise_healthy", "git_noise", 0, 0, "none", [], "none", {}),
+    ("n_git_noise_healthy_print_3r", "git_noise", 0, 0, "none", [], "none", {"nproc": 3, "style": "print"}),
+    ("n_stack_dump_healthy", "stack_dump", 0, 5, "none", [], "none", {}),
+    ("n_stack_dump_healthy_r2_rankfmt", "stack_dump", 2, 4, "none", [], "none", {"style": "rankfmt"}),
+    ("n_logged_exit_r2", "logged_exit", 2, 6, "application_error", [2], "stop", {}),
+    ("n_logged_exit_r0_json_3r", "logged_exit", 0, 4, "application_error", [0], "stop", {"nproc": 3, "style": "json"}),
+    ("n_unicode_r1", "unicode", 1, 5, "application_error", [1], "stop", {}),
+    ("n_unicode_r3_print", "unicode", 3, 3, "application_error", [3], "stop", {"style": "print"}),
+    ("n_backward_hang_r3", "backward_hang", 3, 5, "hang", [3], "restart", {}),
+    ("n_backward_hang_r1_rankfmt", "backward_hang", 1, 4, "hang", [1], "restart", {"style": "rankfmt"}),
+]
+
+
 def run_cases(out: Path, cases: list[tuple], run: Callable[[Path, tuple], Path], jobs: int) -> None:
     """Run ``cases`` ``jobs`` at a time, printing each one's name and exit status as it is written."""
     with ThreadPoolExecutor(jobs) as ex:
@@ -656,8 +675,8 @@ def main() -> None:
         "--set",
         type=int,
         default=1,
-        choices=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 60),
-        help="1 to 13 (2 and 4 held out); 60: set 6's development case",
+        choices=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 60),
+        help="1 to 14 (2 and 4 held out); 60: set 6's development case",
     )
     a = ap.parse_args()
     sets = {
@@ -674,6 +693,7 @@ def main() -> None:
         11: CASES_11,
         12: CASES_12,
         13: CASES_13,
+        14: CASES_14,
     }
     chosen = {**sets, 60: CASES_6_DEV}[a.set]
     cases = [c for c in chosen if not a.only or c[0] in a.only]

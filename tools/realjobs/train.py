@@ -87,6 +87,11 @@ FAULTS = (
     "thread_exc",
     "emfile",
     "recursion",
+    "git_noise",
+    "stack_dump",
+    "logged_exit",
+    "unicode",
+    "backward_hang",
 )
 
 
@@ -217,6 +222,11 @@ def main() -> None:
     log = setup_log(a.style, rank)
     hit = rank == a.rank
 
+    if a.fault == "git_noise" and rank == 0:  # the run's commit, logged by a script run outside a checkout
+        import subprocess
+
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd="/", capture_output=False, check=False)
+        log.info("code version: %s", "unknown" if head.returncode else "see above")
     if a.fault == "import":
         import apex  # noqa: F401  (a dependency the environment lacks, on every rank)
     import torch
@@ -363,6 +373,8 @@ def main() -> None:
                 f"loss is {loss.item()} at step {step}; stopping (check the data and the learning rate)"
             )
         opt.zero_grad()
+        if a.fault == "backward_hang" and hit and step == a.step:  # a gradient hook that blocks (a lock)
+            out.register_hook(lambda g: time.sleep(3600) or g)
         loss.backward()
         if by_hand:  # no DDP: the gradients are all-reduced by hand
             for p in net.parameters():
@@ -446,6 +458,22 @@ def main() -> None:
                 cache = tempfile.mkdtemp(prefix=f"ff-realjobs-cache-{rank}-")  # outside the bundle
                 held = [open(os.path.join(cache, f"index-{i:04d}.idx"), "w") for i in range(128)]  # noqa: SIM115
                 del held
+            if a.fault == "stack_dump":  # someone debugging a slow step dumps the stacks; training goes on
+                import faulthandler
+
+                faulthandler.dump_traceback(all_threads=True)
+            if a.fault == "logged_exit":  # the trainer logs what it caught, then leaves with status 1
+                try:
+                    float(f"lr={step}")
+                except ValueError:
+                    log.exception("step %d failed; stopping", step)
+                    sys.exit(1)
+            if a.fault == "unicode":  # a text shard with a byte that is not UTF-8
+                bad = os.path.join(tempfile.mkdtemp(prefix="ff-realjobs-text-"), f"shard-{rank:05d}.txt")
+                with open(bad, "wb") as fh:
+                    fh.write(b"the quick brown fox \xff\xfe jumps\n")
+                with open(bad, encoding="utf-8") as fh:
+                    fh.read()
             if a.fault == "recursion":  # a config tree that refers to itself, walked recursively
                 node: dict[str, object] = {"name": "optimizer"}
                 node["parent"] = node
