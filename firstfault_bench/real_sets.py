@@ -204,6 +204,7 @@ def render(scores: Sequence[SetScore], console: Console) -> str:
         t.add_row(*row)
         md.append("| " + " | ".join(row) + " |")
     console.print(t)
+    md += _calibration(rows, console)
     missed = [r for s in scores for r in s.rows if not r.right]
     if missed:
         console.print(f"{len(missed)} job(s) not right:", markup=False)
@@ -214,6 +215,26 @@ def render(scores: Sequence[SetScore], console: Console) -> str:
             console.print(line, markup=False, soft_wrap=True)
             md.append("- " + line.strip())
     return "\n".join(md) + "\n"
+
+
+def _calibration(rows: Sequence[JobRow], console: Console) -> list[str]:
+    """Right (category and culprit) per band of the verdict's confidence, whole jobs and excerpts
+    apart: what "how sure it is" is worth on real jobs (the corpus's bands, ``corpus.CONFIDENCE_BANDS``)."""
+    from firstfault_bench.corpus import CONFIDENCE_BANDS
+
+    t = Table(title="right (category and culprit) by the verdict's confidence")
+    for c in ("confidence", "whole jobs", "excerpts"):
+        t.add_column(c)
+    md = ["", "| confidence | whole jobs | excerpts |", "|---|---|---|"]
+    for lo, hi in CONFIDENCE_BANDS:
+        cells = [f"{lo:.2f}-{min(hi, 1.0):.2f}"]
+        for cut in (False, True):
+            band = [r for r in rows if bool(r.fragment) == cut and r.category != REFUSED and lo <= r.confidence < hi]
+            cells.append(_frac(sum(r.right for r in band), len(band)))
+        t.add_row(*cells)
+        md.append("| " + " | ".join(cells) + " |")
+    console.print(t)
+    return md
 
 
 def compare(rows: Sequence[JobRow], base_file: Path) -> list[str]:

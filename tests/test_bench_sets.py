@@ -51,6 +51,7 @@ def test_rows_are_the_verdicts_of_analyze(tmp_path: Path) -> None:
     assert f"{score.culprit}/{score.ranked} (" in text  # the culprit measure counts only labels naming a rank
     cuts = sum(1 for r in rows if r["fragment"])
     assert f"| all whole jobs | {len(rows) - cuts} |" in text and f"| all excerpts | {cuts} |" in text
+    assert "| confidence | whole jobs | excerpts |" in text and "| 0.85-1.00 | " in text
 
 
 def test_measures_and_the_bar() -> None:
