@@ -657,3 +657,17 @@ def test_a_threads_exception_keeps_its_reading_where_its_rank_stopped(tmp_path: 
     v = analyze(log)
     assert str(v.category) != "none" and v.culprit.ranks[:1] == [1]
     assert v.root_event is not None and "ConnectionError" in v.root_event.text
+
+
+@pytest.mark.parametrize(
+    ("case", "line"),
+    [("n_git_noise_healthy", "fatal: not a git repository"), ("n_stack_dump_healthy", "most recent call first")],
+)
+def test_what_a_healthy_run_printed_before_its_last_step_is_not_its_failure(case: str, line: str) -> None:
+    """Set 14 (healthy, exit 0, 20/20 steps): rank 0's script ran `git rev-parse` outside a
+    checkout ("fatal: not a git repository ...", read "unknown on rank 0"), or dumped every
+    thread's stack with faulthandler while debugging a slow step (read as the job torn down). Both
+    lines sit in rank 0's stderr.log, with no clock; their console copies sit above "step 20/20"."""
+    v = _v(case)
+    assert str(v.category) == "none"
+    assert any("before training reached its last step" in w and line in w for w in v.warnings)

@@ -178,6 +178,30 @@ def _demote_threads(events: Sequence[Event], ended: bool, last_step_ts: dict[int
     return [note] if note else []
 
 
+def _position(e: Event) -> list[tuple[str, int]]:
+    """Where ``e`` was printed: its own file and line, and the console line it was copied to
+    (torchrun's ``--tee`` copy of a per-rank file's line, ``console_line`` from align's folding)."""
+    out = [(e.source, e.line)]
+    src, _, line = e.fields.get("console_line", "").rpartition(":")
+    if src and line.isdigit():
+        out.append((src, int(line)))
+    return out
+
+
+def _before_the_end(events: Sequence[Event], training_end: str | None) -> list[Event]:
+    """The lines printed above the step counter at its total ("step 20/20"), in its file, or
+    copied into that file above it: training reached its end after them, so nothing of theirs
+    stopped it. Found by position, not by time: a per-rank stderr line has no clock, but its
+    console copy has a place."""
+    if not training_end:
+        return []
+    src, _, line = training_end.split(": ", 1)[0].rpartition(":")
+    if not src or not line.isdigit():
+        return []
+    end = int(line)
+    return [e for e in events if e.role != Role.NOISE and any(f == src and n < end for f, n in _position(e))]
+
+
 def _demote(gone: Sequence[Event], why: str) -> str | None:
     """Demote ``gone`` to noise (marked as gone on from); the warning naming them, first one quoted."""
     for e in gone:
@@ -248,7 +272,32 @@ def demote_went_on(
     files that hold one rank's output; ``ended``: training reached its last
     step (a step counter at its total) or a line marks the job's end; ``world``: how many ranks
     the bundle shows (its world size where a line states it); ``training_end``: "file:line: text"
-    of the step counter at its total; ``last_step_ts``: each rank's last step's time."""
+    of the step counter at its total; ``last_step_ts``: each rank's last step's time. The kinds
+    above are named first; whatever else stands above training's end in its console (a line of
+    a per-rank file whose console copy is there) is named last."""
+    notes = _went_on_kinds(events, training_after, tagged, own, ended, world, training_end, last_step_ts)
+    if ended:
+        note = _demote(
+            _before_the_end(events, training_end),
+            "line(s) printed before training reached its last step, in the same console: the job went on from "
+            "them to its end, so they are not read as its failure",
+        )
+        if note:
+            notes.append(note)
+    return notes
+
+
+def _went_on_kinds(
+    events: Sequence[Event],
+    training_after: dict[tuple[str, int | None], int],
+    tagged: Set[str] = frozenset(),
+    own: Set[str] = frozenset(),
+    ended: bool = False,
+    world: int | None = None,
+    training_end: str | None = None,
+    last_step_ts: dict[int, float] | None = None,
+) -> list[str]:
+    """``demote_went_on``'s kinds of line, each named in a warning of its own."""
     notes = _demote_ignored(events)
     notes += _demote_threads(events, ended, last_step_ts or {})
     if ended:
