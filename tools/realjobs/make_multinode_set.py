@@ -84,6 +84,17 @@ CASES_3: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ),
 ]
 
+# A fourth set, written 2026-12-07 with torchrun sets 13 and 14 and scored once before any rule of
+# its own: their new families across two agents (one console each).
+CASES_4: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("mq_thread_exc_healthy", "thread_exc", 3, 4, "none", [], "none", {}),
+    ("mq_git_noise_healthy", "git_noise", 0, 0, "none", [], "none", {"style": "rankfmt"}),
+    ("mq_stack_dump_healthy_print", "stack_dump", 2, 5, "none", [], "none", {"style": "print"}),
+    ("mq_logged_exit_r3", "logged_exit", 3, 5, "application_error", [3], "stop", {}),
+    ("mq_unicode_r2", "unicode", 2, 4, "application_error", [2], "stop", {"style": "json"}),
+    ("mq_backward_hang_r1", "backward_hang", 1, 5, "hang", [1], "restart", {}),
+]
+
 
 def _agent(node: int, port: int, args: list[str], console: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(NODES), "--node-rank", str(node)]
@@ -160,9 +171,9 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("out", type=Path)
     p.add_argument("--only", nargs="*")
-    p.add_argument("--set", choices=("1", "2", "3"), default="1", help="2, 3: a later set (CASES_2, CASES_3)")
+    p.add_argument("--set", choices=("1", "2", "3", "4"), default="1", help="2 to 4: a later set (CASES_2 ...)")
     a = p.parse_args()
-    for case in {"1": CASES, "2": CASES_2, "3": CASES_3}[a.set]:
+    for case in {"1": CASES, "2": CASES_2, "3": CASES_3, "4": CASES_4}[a.set]:
         if a.only and case[0] not in a.only:
             continue
         d = run_case(a.out, case)

@@ -77,6 +77,20 @@ CASES_4: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("sd_pickle_bcast_r1_3r", "pickle_broadcast", 1, 0, "application_error", [1], "stop", {"nproc": 3}),
 ]
 
+# A fifth set, written 2026-12-07 with torchrun sets 13 and 14 and scored once before any rule of its
+# own: their new families under mp.spawn's console (one shared stream, no per-rank files): healthy runs
+# with a background thread's exception, git's "fatal:" and a faulthandler dump, a logged exit, a
+# non-UTF-8 shard, an argparse error on every rank, and a rank stuck in a gradient hook.
+CASES_5: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("se_thread_exc_healthy", "thread_exc", 2, 4, "none", [], "none", {}),
+    ("se_git_noise_healthy_print", "git_noise", 0, 0, "none", [], "none", {"style": "print"}),
+    ("se_stack_dump_healthy_3r", "stack_dump", 1, 5, "none", [], "none", {"nproc": 3, "style": "rankfmt"}),
+    ("se_logged_exit_r1", "logged_exit", 1, 5, "application_error", [1], "stop", {}),
+    ("se_unicode_r2_json", "unicode", 2, 4, "application_error", [2], "stop", {"style": "json"}),
+    ("se_argparse_all", "argparse_all", 0, 0, "configuration", [], "stop", {}),
+    ("se_backward_hang_r3", "backward_hang", 3, 5, "hang", [3], "restart", {}),
+]
+
 
 def run_case(out: Path, case: tuple) -> Path:
     name, fault, rank, step, _cat, _culprits, _action, extra = case
@@ -102,10 +116,11 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("out", type=Path)
     p.add_argument("--only", nargs="*")
-    p.add_argument("--set", choices=("1", "2", "3", "4"), default="1", help="2 to 4: a later set")
+    p.add_argument("--set", choices=("1", "2", "3", "4", "5"), default="1", help="2 to 5: a later set")
     p.add_argument("--jobs", type=int, default=2)
     a = p.parse_args()
-    cases = [c for c in {"1": CASES, "2": CASES_2, "3": CASES_3, "4": CASES_4}[a.set] if not a.only or c[0] in a.only]
+    chosen = {"1": CASES, "2": CASES_2, "3": CASES_3, "4": CASES_4, "5": CASES_5}[a.set]
+    cases = [c for c in chosen if not a.only or c[0] in a.only]
     run_cases(a.out, cases, run_case, a.jobs)
 
 
