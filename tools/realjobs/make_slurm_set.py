@@ -1,6 +1,6 @@
 """Build firstfault's development set of real SLURM jobs from ``train.py`` (not the simulator).
 
-    python tools/realjobs/make_slurm_set.py OUT [--set 1|2|3] [--only CASE ...]
+    python tools/realjobs/make_slurm_set.py OUT [--set 1|2|3|4] [--only CASE ...]
     (set 3 runs JAX: JAX_PYTHON=<a python with jax> python tools/realjobs/make_slurm_set.py OUT --set 3)
 
 A real SLURM (Debian's slurmctld/slurmd/munge, two nodes on this host, started by
@@ -96,7 +96,16 @@ CASES_3: list[tuple[str, str, int, int, str, list[int], list[str], str, dict[str
     ("j3_absent_r3", "absent", 3, 0, "configuration", [], [], "stop", {"launcher": "jax"}),
     ("j3_hang_r3", "hang", 3, 4, "hang", [3], [], "restart", {"launcher": "jax", "time": "1", "steps": 100000}),
 ]
-SETS = {1: CASES, 2: CASES_2, 3: CASES_3}
+# A fourth set, written 2026-12-07 with torchrun sets 13 and 14 and scored once before any rule of
+# its own: their new families in a slurm-N.out, under srun and under torchrun inside the allocation.
+CASES_4: list[tuple[str, str, int, int, str, list[int], list[str], str, dict[str, object]]] = [
+    ("s4_thread_exc_healthy", "thread_exc", 1, 4, "none", [], [], "none", {}),
+    ("s4_stack_dump_healthy_torchrun", "stack_dump", 2, 5, "none", [], [], "none", {"launcher": "torchrun"}),
+    ("s4_logged_exit_r2", "logged_exit", 2, 5, "application_error", [2], [], "stop", {}),
+    ("s4_unicode_r3_torchrun", "unicode", 3, 4, "application_error", [3], [], "stop", {"launcher": "torchrun"}),
+    ("s4_backward_hang_r1", "backward_hang", 1, 5, "hang", [1], [], "restart", {}),
+]
+SETS = {1: CASES, 2: CASES_2, 3: CASES_3, 4: CASES_4}
 
 
 class MemCluster(SlurmCluster):
