@@ -165,9 +165,17 @@ def score_job(job: Path, set_name: str, registry: Registry) -> JobRow:
     return JobRow(set_name, job.name, label, truth_ranks, str(v.category), ranks, float(v.confidence), v.summary, cut)
 
 
-def score_set(set_dir: Path, registry: Registry) -> SetScore:
-    jobs = sorted(d for d in set_dir.iterdir() if (d / "truth.json").is_file())
-    return SetScore(set_dir.name, [score_job(j, set_dir.name, registry) for j in jobs])
+def score_set(set_dir: Path, registry: Registry, skipped: list[str] | None = None) -> SetScore:
+    """Every job of the set; a job whose ``truth.json`` does not read as a label is left out and
+    named in ``skipped`` (a broken label scores nothing, right or wrong)."""
+    rows = []
+    for job in sorted(d for d in set_dir.iterdir() if (d / "truth.json").is_file()):
+        try:
+            rows.append(score_job(job, set_dir.name, registry))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            if skipped is not None:
+                skipped.append(f"{set_dir.name}/{job.name}: truth.json unreadable ({type(exc).__name__}: {exc})"[:200])
+    return SetScore(set_dir.name, rows)
 
 
 def _frac(n: int, d: int) -> str:
@@ -278,7 +286,10 @@ def run_sets(
         console.print("no set found: give folders whose sub-folders hold truth.json", markup=False)
         return 2
     registry = load_registry()
-    scores = [score_set(s, registry) for s in sets]
+    skipped: list[str] = []
+    scores = [score_set(s, registry, skipped) for s in sets]
+    for line in skipped:
+        console.print(f"left out: {line}", markup=False, soft_wrap=True)
     md = render(scores, console)
     rows = [r for s in scores for r in s.rows]
     if against is not None:

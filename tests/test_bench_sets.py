@@ -85,12 +85,16 @@ def test_sets_excerpts_refusals_and_against(tmp_path: Path) -> None:
     (junk / "truth.json").write_text(
         json.dumps({"expected_category": "hang", "culprit_ranks": [1], "fragment": "tail 60"})
     )
+    broken = root / "whole" / "broken"
+    broken.mkdir()
+    (broken / "truth.json").write_text("{not json")
     assert set_dirs([root]) == [root / "cuts", root / "whole"]
     assert set_dirs([root / "whole"]) == [root / "whole"]
 
     rows_file, md = tmp_path / "rows.jsonl", tmp_path / "sets.md"
     res = CliRunner().invoke(app, ["bench", "sets", str(root), "--rows", str(rows_file), "--markdown", str(md)])
     assert res.exit_code == 0, res.output
+    assert "left out: whole/broken: truth.json unreadable" in res.output
     text = md.read_text()
     assert "| all whole jobs | 2 |" in text and "| all excerpts | 2 |" in text
     rows = {r["job"]: r for r in map(json.loads, rows_file.read_text().splitlines())}
