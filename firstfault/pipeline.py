@@ -111,7 +111,15 @@ def _after_parse(
     progress = pr.rank_progress(first)
     last_steps = {p.rank: p.last_step_ts for p in progress if p.last_step_ts is not None}
     warnings += demote_went_on(
-        now, pr.ctx.training_after, pr.ctx.training_tagged, own, ended, len(ranks), pr.ctx.training_end, last_steps
+        now,
+        pr.ctx.training_after,
+        pr.ctx.training_tagged,
+        own,
+        ended,
+        len(ranks),
+        pr.ctx.training_end,
+        last_steps,
+        pr.ctx.training_ends,
     )
     corr = correlate(now, ranks)
     warnings.extend(r.describe() for r in corr.recoveries[:5])

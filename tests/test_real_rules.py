@@ -661,7 +661,12 @@ def test_a_threads_exception_keeps_its_reading_where_its_rank_stopped(tmp_path: 
 
 @pytest.mark.parametrize(
     ("case", "line"),
-    [("n_git_noise_healthy", "fatal: not a git repository"), ("n_stack_dump_healthy", "most recent call first")],
+    [
+        ("n_git_noise_healthy", "fatal: not a git repository"),
+        ("n_stack_dump_healthy", "most recent call first"),
+        # two agents, one console each: the dump is in node 1's, above node 1's own "iter 20/20"
+        ("mq_stack_dump_healthy_print", "most recent call first"),
+    ],
 )
 def test_what_a_healthy_run_printed_before_its_last_step_is_not_its_failure(case: str, line: str) -> None:
     """Set 14 (healthy, exit 0, 20/20 steps): rank 0's script ran `git rev-parse` outside a

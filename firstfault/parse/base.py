@@ -129,6 +129,9 @@ class ParseContext:
     training_ts: float | None = None
     # "file:line: text" of a step counter at its total ("step 150/150"): training reached its end
     training_end: str | None = None
+    # file -> the line of its step counter at its total, for every file that has one (each node's
+    # console of a multi-node job reaches its own "step 20/20")
+    training_ends: dict[str, int] = field(default_factory=dict)
     # (file, rank) -> the line before which the file's tail still shows ``facts.WENT_ON_LINES``
     # training lines of that rank (rank None: of any rank): an error above it is one the job went
     # on from; ``training_tagged`` holds the files whose training lines name their rank

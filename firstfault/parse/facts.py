@@ -210,9 +210,11 @@ def _training_end(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseCon
         text = strip_prefixes(raw)[0]
         m = progress_mod.STEP_OF_TOTAL.search(text)
         if m and int(m["step"]) == int(m["total"]) > 0:
-            at = f"{sf.rel}:{first_no + len(lines) - 1 - back}: {text.strip()[:300]}"
+            no = first_no + len(lines) - 1 - back
+            at = f"{sf.rel}:{no}: {text.strip()[:300]}"
             if ctx.training_end is None or at < ctx.training_end:
                 ctx.training_end = at
+            ctx.training_ends[sf.rel] = max(no, ctx.training_ends.get(sf.rel, 0))
             return
 
 

@@ -188,18 +188,14 @@ def _position(e: Event) -> list[tuple[str, int]]:
     return out
 
 
-def _before_the_end(events: Sequence[Event], training_end: str | None) -> list[Event]:
-    """The lines printed above the step counter at its total ("step 20/20"), in its file, or
-    copied into that file above it: training reached its end after them, so nothing of theirs
-    stopped it. Found by position, not by time: a per-rank stderr line has no clock, but its
-    console copy has a place."""
-    if not training_end:
+def _before_the_end(events: Sequence[Event], ends: dict[str, int]) -> list[Event]:
+    """The lines printed above a step counter at its total ("step 20/20") in its file (``ends``:
+    file -> that line, for every file that reached it), or copied into such a file above it:
+    training reached its end after them, so nothing of theirs stopped it. Found by position, not
+    by time: a per-rank stderr line has no clock, but its console copy has a place."""
+    if not ends:
         return []
-    src, _, line = training_end.split(": ", 1)[0].rpartition(":")
-    if not src or not line.isdigit():
-        return []
-    end = int(line)
-    return [e for e in events if e.role != Role.NOISE and any(f == src and n < end for f, n in _position(e))]
+    return [e for e in events if e.role != Role.NOISE and any(n < ends.get(f, 0) for f, n in _position(e))]
 
 
 def _demote(gone: Sequence[Event], why: str) -> str | None:
@@ -267,18 +263,20 @@ def demote_went_on(
     world: int | None = None,
     training_end: str | None = None,
     last_step_ts: dict[int, float] | None = None,
+    training_ends: dict[str, int] | None = None,
 ) -> list[str]:
     """Demote the lines the job went on from to noise; the warnings that name them. ``own``: the
     files that hold one rank's output; ``ended``: training reached its last
     step (a step counter at its total) or a line marks the job's end; ``world``: how many ranks
     the bundle shows (its world size where a line states it); ``training_end``: "file:line: text"
-    of the step counter at its total; ``last_step_ts``: each rank's last step's time. The kinds
+    of the step counter at its total (``training_ends``: each file's such line); ``last_step_ts``:
+    each rank's last step's time. The kinds
     above are named first; whatever else stands above training's end in its console (a line of
     a per-rank file whose console copy is there) is named last."""
     notes = _went_on_kinds(events, training_after, tagged, own, ended, world, training_end, last_step_ts)
     if ended:
         note = _demote(
-            _before_the_end(events, training_end),
+            _before_the_end(events, training_ends or {}),
             "line(s) printed before training reached its last step, in the same console: the job went on from "
             "them to its end, so they are not read as its failure",
         )
