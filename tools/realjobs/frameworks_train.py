@@ -28,7 +28,7 @@ import sys
 import time
 from datetime import timedelta
 
-from ray_train import FAULTS  # the same faults as the Ray Train job (its module imports no Ray)
+from ray_train import FAULTS, more_faults  # the same faults as the Ray Train job (its module imports no Ray)
 
 
 def parse() -> argparse.Namespace:
@@ -99,6 +99,7 @@ def step_faults(a: argparse.Namespace, loss, rank: int, step: int, log: logging.
             sys.exit(3)
         if a.fault == "hang":
             time.sleep(3600)  # a stuck read from remote storage
+        more_faults(a.fault, rank, step, log)
     if a.fault == "size_mismatch" and step == a.step:
         metrics = torch.zeros(3000 if rank == a.rank else 2000)  # a metrics buffer of another size
         dist.all_reduce(metrics)

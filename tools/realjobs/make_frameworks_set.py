@@ -180,6 +180,19 @@ CASES_3: list[Case] = [
     ),
 ]
 
+# A fourth set, written 2026-12-07 with torchrun sets 13 and 14 and scored once before any rule of
+# its own: their families under each framework's console (a thread's exception and a faulthandler
+# dump in healthy runs, a logged exit, a non-UTF-8 shard).
+CASES_4: list[Case] = [
+    ("pld_thread_exc_healthy", "thread_exc", 1, 4, "none", [], "none", {"fw": "lightning"}),
+    ("pld_stack_dump_healthy", "stack_dump", 2, 5, "none", [], "none", {"fw": "lightning"}),
+    ("pld_logged_exit_r3", "logged_exit", 3, 5, "application_error", [3], "stop", {"fw": "lightning"}),
+    ("accd_thread_exc_healthy", "thread_exc", 0, 4, "none", [], "none", {"fw": "accelerate"}),
+    ("accd_unicode_r2", "unicode", 2, 4, "application_error", [2], "stop", {"fw": "accelerate"}),
+    ("hfd_stack_dump_healthy", "stack_dump", 1, 5, "none", [], "none", {"fw": "hf"}),
+    ("hfd_logged_exit_r1", "logged_exit", 1, 4, "application_error", [1], "stop", {"fw": "hf", "style": "print"}),
+]
+
 
 def command(case: Case, python: str, d: Path) -> list[str]:
     _name, fault, rank, step, _cat, _culprits, _action, extra = case
@@ -227,10 +240,10 @@ def main() -> None:
     p.add_argument("out", type=Path)
     p.add_argument("--only", nargs="*")
     p.add_argument("--python", default=sys.executable)
-    p.add_argument("--set", choices=("1", "2", "3"), default="1", help="2, 3: the second or third set")
+    p.add_argument("--set", choices=("1", "2", "3", "4"), default="1", help="2 to 4: a later set")
     p.add_argument("--jobs", type=int, default=2)
     a = p.parse_args()
-    cases = [c for c in {"1": CASES, "2": CASES_2, "3": CASES_3}[a.set] if not a.only or c[0] in a.only]
+    cases = [c for c in {"1": CASES, "2": CASES_2, "3": CASES_3, "4": CASES_4}[a.set] if not a.only or c[0] in a.only]
     with ThreadPoolExecutor(a.jobs) as ex:
         for d in ex.map(lambda c: run_case(a.out, c, a.python), cases):
             print(d.name, json.loads((d / "truth.json").read_text())["exit_code"], flush=True)

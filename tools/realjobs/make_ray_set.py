@@ -59,6 +59,15 @@ CASES_2: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("rb_hang_r2_3w", "hang", 2, 4, "hang", [2], "restart", {"workers": 3, "timeout": 10.0}),
 ]
 
+# A third set, written 2026-12-07 with torchrun sets 13 and 14 and scored once before any rule of
+# its own: their families behind Ray's worker prefixes.
+CASES_3: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("rc_thread_exc_healthy", "thread_exc", 1, 4, "none", [], "none", {}),
+    ("rc_stack_dump_healthy_print", "stack_dump", 2, 5, "none", [], "none", {"style": "print"}),
+    ("rc_logged_exit_r3", "logged_exit", 3, 5, "application_error", [3], "stop", {}),
+    ("rc_unicode_r0_3w", "unicode", 0, 4, "application_error", [0], "stop", {"workers": 3}),
+]
+
 
 def run_case(out: Path, case: tuple, python: str) -> Path:
     name, fault, rank, step, _cat, _culprits, _action, extra = case
@@ -93,9 +102,9 @@ def main() -> None:
     p.add_argument("out", type=Path)
     p.add_argument("--only", nargs="*")
     p.add_argument("--python", default=sys.executable)
-    p.add_argument("--set", choices=("1", "2"), default="1", help="2: the second set (CASES_2)")
+    p.add_argument("--set", choices=("1", "2", "3"), default="1", help="2, 3: a later set (CASES_2, CASES_3)")
     a = p.parse_args()
-    for case in CASES if a.set == "1" else CASES_2:
+    for case in {"1": CASES, "2": CASES_2, "3": CASES_3}[a.set]:
         if a.only and case[0] not in a.only:
             continue
         d = run_case(a.out, case, a.python)

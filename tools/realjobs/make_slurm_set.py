@@ -103,7 +103,7 @@ CASES_4: list[tuple[str, str, int, int, str, list[int], list[str], str, dict[str
     ("s4_stack_dump_healthy_torchrun", "stack_dump", 2, 5, "none", [], [], "none", {"launcher": "torchrun"}),
     ("s4_logged_exit_r2", "logged_exit", 2, 5, "application_error", [2], [], "stop", {}),
     ("s4_unicode_r3_torchrun", "unicode", 3, 4, "application_error", [3], [], "stop", {"launcher": "torchrun"}),
-    ("s4_backward_hang_r1", "backward_hang", 1, 5, "hang", [1], [], "restart", {}),
+    ("s4_backward_hang_r1", "backward_hang", 1, 5, "hang", [1], [], "restart", {"time": "1"}),
 ]
 SETS = {1: CASES, 2: CASES_2, 3: CASES_3, 4: CASES_4}
 

@@ -36,7 +36,41 @@ FAULTS = (
     "nan_all",
     "nan_one",
     "exit",
+    "thread_exc",
+    "stack_dump",
+    "logged_exit",
+    "unicode",
 )
+
+
+def more_faults(fault: str, rank: int, step: int, log: logging.Logger) -> None:
+    """The faults set 13 and 14 of ``train.py`` brought, for the Ray and framework jobs (called on
+    the rank the fault hits, at its step): a background thread's exception the job trains on
+    through, a faulthandler dump of every thread while debugging, a trainer that logs what it
+    caught and exits 1, a text shard that is not UTF-8."""
+    if fault == "thread_exc":
+        import threading
+
+        def upload() -> None:
+            raise ConnectionError(f"metrics endpoint http://metrics.internal:9000 refused the upload of step {step}")
+
+        threading.Thread(target=upload, name="metrics-upload").start()
+    if fault == "stack_dump":
+        import faulthandler
+
+        faulthandler.dump_traceback(all_threads=True)
+    if fault == "logged_exit":
+        try:
+            float(f"lr={step}")
+        except ValueError:
+            log.exception("step %d failed; stopping", step)
+            sys.exit(1)
+    if fault == "unicode":
+        bad = os.path.join(tempfile.mkdtemp(prefix="ff-realjobs-text-"), f"shard-{rank:05d}.txt")
+        with open(bad, "wb") as fh:
+            fh.write(b"the quick brown fox \xff\xfe jumps\n")
+        with open(bad, encoding="utf-8") as fh:
+            fh.read()
 
 
 def parse() -> argparse.Namespace:
@@ -113,6 +147,7 @@ def train_loop(cfg: dict[str, Any]) -> None:
                 sys.exit(3)
             if fault == "hang":
                 time.sleep(3600)  # a stuck read from remote storage
+            more_faults(fault, rank, step, log)
         if fault == "size_mismatch" and step == at:
             metrics = torch.zeros(3000 if hit else 2000)  # a metrics buffer of another size
             dist.all_reduce(metrics)
