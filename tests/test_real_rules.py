@@ -676,3 +676,12 @@ def test_what_a_healthy_run_printed_before_its_last_step_is_not_its_failure(case
     v = _v(case)
     assert str(v.category) == "none"
     assert any("before training reached its last step" in w and line in w for w in v.warnings)
+
+
+def test_the_rank_that_did_not_time_out_is_the_one_a_time_limited_hang_waited_for() -> None:
+    """SLURM set 4: rank 1 blocks in a gradient hook at step 5; ranks 0, 2 and 3 time out waiting in
+    the all-reduce (15 s) and exit, and srun holds the step until the one-minute limit. Every rank
+    stopped at step 5, so the stall read "nothing tells which one hung first" and named none."""
+    v = _v("s4_backward_hang_r1")
+    assert str(v.category) == "hang" and v.culprit.ranks[:1] == [1]
+    assert any("it is the one they waited for" in r for r in v.reasons)

@@ -181,11 +181,40 @@ def _stalled_until(end: Event, end_ts: float, corr: Correlation, ev: ReasoningIn
 
 
 def _odd_rank_out(corr: Correlation, prog: Sequence[RankProgress]) -> tuple[int | None, str | None]:
-    """The one rank that stopped behind the rest, or whose stack dump differs from all of theirs."""
+    """The one rank that stopped behind the rest, the one that did not time out where every peer
+    did, or the one whose stack dump differs from all of theirs."""
     by_step = sorted(prog, key=lambda p: p.last_step if p.last_step is not None else 0)
     if len(by_step) >= 2 and (by_step[0].last_step or 0) < (by_step[1].last_step or 0):
         p = by_step[0]
         return p.rank, f"rank {p.rank} stopped at step {p.last_step}, behind every peer"
+    quiet = _the_one_not_waiting(corr, prog)
+    if quiet is not None:
+        return quiet
+    return _odd_stack(corr)
+
+
+def _the_one_not_waiting(corr: Correlation, prog: Sequence[RankProgress]) -> tuple[int, str] | None:
+    """Of the ranks that stopped at one step, the one that printed nothing while every other timed
+    out waiting in the collective: they waited for it (the silent rank of a hang, issue 11), which
+    a time limit that ended the job later does not change."""
+    ranks = {p.rank for p in prog}
+    waited = {r for r in ranks if r in corr.ranks and corr.ranks[r].timed_out()}
+    quiet = [
+        r
+        for r in ranks - waited
+        if corr.ranks.get(r) is None or (corr.ranks[r].first_cascade is None and corr.ranks[r].first_root is None)
+    ]
+    if len(quiet) != 1 or not waited or waited | set(quiet) != ranks:
+        return None
+    (r,) = quiet
+    return r, (
+        f"rank(s) {', '.join(map(str, sorted(waited)))} timed out waiting in a collective and rank {r} printed "
+        "nothing: it is the one they waited for"
+    )
+
+
+def _odd_stack(corr: Correlation) -> tuple[int | None, str | None]:
+    """The one rank whose stack dump at the kill differs from all of its peers'."""
     tops: dict[int, str] = {}
     for r, v in corr.ranks.items():
         stack = next((x for x in v.events if x.fields.get("top_frame")), None)
