@@ -316,3 +316,13 @@ def test_an_error_read_in_a_bare_exits_second_goes_before_it() -> None:
     assert str(v.category) == "configuration" and list(v.culprit.ranks) == []
     assert v.root_event is not None and "is not divisible by" in v.root_event.text
     assert any("runner-up at the same moment (no clock orders the two)" in r for r in v.reasons)
+
+
+def test_a_time_limit_after_the_ranks_timed_out_waiting_ended_a_hang() -> None:
+    """80 lines of a real slurm-N.out from its first error (SLURM set 4, srun, `--time=1`): ranks 0,
+    2 and 3 time out in the all-reduce and exit, then slurmstepd cancels the step at its time limit
+    and srun reports task 1 Terminated. No step line is left to place the stall: the timeouts above
+    the limit do. It read "scheduler on the whole job" at 0.95."""
+    v = analyze(_REALJOBS / "cut_timelimit_hang_r1")
+    assert str(v.category) == "hang" and list(v.culprit.ranks)[:1] == [1]
+    assert any("timed out waiting in a collective before the time limit" in r for r in v.reasons)

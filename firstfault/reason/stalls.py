@@ -86,7 +86,32 @@ def stalled_before_limit(win: Candidate, corr: Correlation, ev: ReasoningInput) 
     ended = OUTSIDE_ENDS.get(e.fields.get("reason", "")) if e is not None else None
     if e is None or ended is None or win.ts is None:
         return None
-    return _stalled_until(e, win.ts, corr, ev, ended)
+    return _stalled_until(e, win.ts, corr, ev, ended) or _waited_before(e, corr, ended)
+
+
+def _waited_before(end: Event, corr: Correlation, ended: str) -> Candidate | None:
+    """A job whose ranks timed out waiting in a collective before something outside ended it.
+
+    Where no progress line places the stall (a paste that starts at the first error), the ranks'
+    own timeouts do: each waited its process-group timeout for a peer, and printed it above the
+    end (or before it by the clock). The job had hung; the end only stopped it. The culprit is
+    the one rank that printed nothing while the others waited (srun's "task 1: Terminated" by the
+    limit, where its peers had exited); with none or several such ranks, none is named."""
+    waited = sorted(r for r, v in corr.ranks.items() if v.timed_out() and earlier(v.first_cascade, end))
+    if not waited:
+        return None
+    quiet = [r for r, v in corr.ranks.items() if r not in waited and v.first_cascade is None and v.first_root is None]
+    reasons = [
+        f"rank(s) {', '.join(map(str, waited))} timed out waiting in a collective before {ended} "
+        f"({end.source}:{end.line}): the job had hung, and {ended} only ended it"
+    ]
+    rank = quiet[0] if len(quiet) == 1 else None
+    if rank is not None:
+        reasons.append(f"rank {rank} printed nothing while they waited: it is the one they waited for")
+    else:
+        reasons.append("no rank stands out as the one they waited for")
+    times = [c.ts for r in waited if (c := corr.ranks[r].first_cascade) is not None and c.ts is not None]
+    return Candidate(CandidateKind.STALLED, None, rank, None, min(times, default=None), Category.HANG, reasons)
 
 
 def stop_came_first(corr: Correlation) -> Event | None:
