@@ -92,6 +92,7 @@ FAULTS = (
     "logged_exit",
     "unicode",
     "backward_hang",
+    "no_local_rank",
 )
 
 
@@ -133,6 +134,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--wrap", choices=("ddp", "fsdp"), default="ddp", help="DDP, or FSDP2's fully_shard")
     p.add_argument("--mesh", default=None, help="FSDP's device mesh shape, '4' or '2,2' (default: the world)")
     known, _ = p.parse_known_args()
+    if known.fault != "no_local_rank":  # DeepSpeed's launcher passes --local_rank=N to every rank
+        p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     if known.fault == "argparse_all":  # a launch script passing a flag this version no longer has
         return p.parse_args([*sys.argv[1:], "--warmup-steps", "100"])
     return p.parse_args()

@@ -1,0 +1,75 @@
+"""Build a labelled set of real jobs under DeepSpeed's launcher (``deepspeed``, gloo on CPU).
+
+    python tools/realjobs/make_deepspeed_set.py OUT --python PY [--only CASE ...] [--jobs 2]
+
+Why it exists: DeepSpeed's launcher is how a great many fine-tuning jobs start, and it prints its
+own words around the ranks' output: the runner's ``cmd = ...``, ``launch.py``'s ``WORLD INFO
+DICT``, ``process N spawned with command``, and, when a rank fails, ``Killing subprocess N`` and
+``[ERROR] [launch.py:...:sigkill_handler] [...] exits with return code = N``. It passes
+``--local_rank=N`` to every rank, which a script that does not take it refuses (argparse's
+"unrecognized arguments: --local_rank=0", a failure people meet on their first DeepSpeed run).
+
+Each case runs ``train.py`` (DDP over gloo, as under torchrun: the launcher sets ``RANK``,
+``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``) through ``python -m
+deepspeed.launcher.runner --num_gpus N`` (DeepSpeed 0.19 falls back to its CPU accelerator). The
+bundle is the console (``console.log``) plus ``truth.json``, labelled from the injection and written
+before firstfault sees the bundle; labels follow ``make_set.py``'s. ``--python``: an interpreter
+with torch and ``deepspeed`` (not one of firstfault's dependencies). Kept outside the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from make_set import fault_args, free_port, job_env, run_cases, run_job, truth_record
+
+HERE = Path(__file__).resolve().parent
+Case = tuple[str, str, int, int, str, list[int], str, dict[str, object]]
+# (name, fault, rank, step, expected category, culprit ranks, action, extra)
+CASES: list[Case] = [
+    ("ds_healthy", "none", 0, 0, "none", [], "none", {}),
+    ("ds_healthy_print_2r", "none", 0, 0, "none", [], "none", {"nproc": 2, "style": "print"}),
+    ("ds_thread_exc_healthy", "thread_exc", 1, 4, "none", [], "none", {}),
+    ("ds_exception_r2", "exception", 2, 6, "application_error", [2], "stop", {}),
+    ("ds_sigkill_r1", "sigkill", 1, 5, "host_oom", [1], "stop", {"style": "rankfmt"}),
+    ("ds_segfault_r3_print", "segfault", 3, 4, "process_crash", [3], "restart", {"style": "print"}),
+    ("ds_hang_r0", "hang", 0, 5, "hang", [0], "restart", {}),
+    ("ds_no_local_rank", "no_local_rank", 0, 0, "configuration", [], "stop", {}),
+    ("ds_unicode_r1_3r", "unicode", 1, 4, "application_error", [1], "stop", {"nproc": 3, "style": "json"}),
+]
+
+
+def run_case(out: Path, case: Case, python: str) -> Path:
+    name, fault, rank, step, _cat, _culprits, _action, extra = case
+    d = out / name
+    d.mkdir(parents=True, exist_ok=True)
+    nproc = int(extra.get("nproc", 4))
+    runner = [python, "-m", "deepspeed.launcher.runner", "--num_gpus", str(nproc), "--master_port", str(free_port())]
+    argv = [*runner, str(HERE / "train.py"), *fault_args(fault, rank, step, extra, d)]
+    t0 = time.monotonic()
+    rc = run_job(argv, job_env(extra), d / "console.log")
+    truth = truth_record(case, nproc, rc, time.monotonic() - t0, argv)
+    truth["generator"] = (
+        "tools/realjobs/make_deepspeed_set.py (real DeepSpeed launcher runs; independent of firstfault_sim)"
+    )
+    (d / "truth.json").write_text(json.dumps(truth, indent=1))
+    return d
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("out", type=Path)
+    p.add_argument("--only", nargs="*")
+    p.add_argument("--python", default=sys.executable)
+    p.add_argument("--jobs", type=int, default=2)
+    a = p.parse_args()
+    cases = [c for c in CASES if not a.only or c[0] in a.only]
+    run_cases(a.out, cases, lambda out, c: run_case(out, c, a.python), a.jobs)
+
+
+if __name__ == "__main__":
+    main()
