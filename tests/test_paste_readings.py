@@ -403,20 +403,24 @@ def test_a_collectors_time_before_an_mpi_tag_is_the_lines_time(tmp_path: Path) -
     assert v.root_event is not None and str(v.root_event.ts_quality) == "exact"
 
 
-def test_deepspeeds_dead_child_names_its_local_rank_across_a_wrapped_line(tmp_path: Path) -> None:
-    """DeepSpeed's launcher prints the dead child's command list ('--local_rank=1') and a
-    terminal wrapped it over lines (real: AnomalyGPT#43): the exit is that rank's."""
-    v = analyze_text(
-        tmp_path,
-        (
-            "[2023-11-13 16:59:54,760] [INFO] [launch.py:314:sigkill_handler] Killing subprocess 9439\n"
-            "[2023-11-13 16:59:55,650] [ERROR] [launch.py:320:sigkill_handler] ['/opt/conda/bin/python', '-u', "
-            "'train_mvtec.py', '--local_rank=1', '--model', 'openllama_peft', '--stage', '1', \n"
-            "'../data/images/', '--save_path', './ckpt/train_mvtec/'\n"
-            "] exits with return code = -9\n"
-        ),
+def test_deepspeeds_exit_line_names_the_last_child_it_started_not_the_dead_one(tmp_path: Path) -> None:
+    """DeepSpeed's launcher prints a command list before "exits with return code = -9", and a
+    terminal wrapped it over lines (real: AnomalyGPT#43). The list is the last process the launcher
+    started (``cmd`` left over from its spawn loop, deepspeed/launcher/launch.py sigkill_handler),
+    not the one that died: '--local_rank=1' says the node ran two processes, not which was killed
+    (a real run: rank 1 SIGKILLed, the line names '--local_rank=3'). Only '--local_rank=0', a node's
+    one process, names it."""
+    head = "[2023-11-13 16:59:55,650] [ERROR] [launch.py:320:sigkill_handler] ['/opt/conda/bin/python', '-u', "
+    tail = (
+        "'--model', 'openllama_peft', '--stage', '1', \n"
+        "'../data/images/', '--save_path', './ckpt/train_mvtec/'\n"
+        "] exits with return code = -9\n"
     )
-    assert v.culprit.ranks == [1] and str(v.category) == "host_oom"
+    killing = "[2023-11-13 16:59:54,760] [INFO] [launch.py:314:sigkill_handler] Killing subprocess 9439\n"
+    two = analyze_text(tmp_path, killing + head + "'train_mvtec.py', '--local_rank=1', " + tail, "two.txt")
+    assert two.culprit.ranks == [] and str(two.category) == "host_oom"
+    one = analyze_text(tmp_path, killing + head + "'train_mvtec.py', '--local_rank=0', " + tail, "one.txt")
+    assert one.culprit.ranks == [0] and str(one.category) == "host_oom"
 
 
 def test_a_throughput_column_is_training_under_way(tmp_path: Path) -> None:

@@ -685,3 +685,21 @@ def test_the_rank_that_did_not_time_out_is_the_one_a_time_limited_hang_waited_fo
     v = _v("s4_backward_hang_r1")
     assert str(v.category) == "hang" and v.culprit.ranks[:1] == [1]
     assert any("it is the one they waited for" in r for r in v.reasons)
+
+
+def test_deepspeeds_exit_line_is_the_dead_process_only_by_what_its_peers_say() -> None:
+    """DeepSpeed launcher set (real `deepspeed --num_gpus 4`): rank 1 is SIGKILLed at step 5; the
+    launcher kills the rest and logs "[... '--local_rank=3' ...] exits with return code = -9", the
+    command of the last process it started. Read as rank 3's exit it blamed rank 3; rank 1, the
+    one its peers lost without a word, is the process killed."""
+    v = _v("ds_sigkill_r1")
+    assert str(v.category) == "host_oom" and v.culprit.ranks[:1] == [1]
+    assert any("names no rank" in r and "rank 1, the one its peers lost without a word" in r for r in v.reasons)
+
+
+def test_a_script_that_refuses_deepspeeds_local_rank_fails_on_every_rank() -> None:
+    """DeepSpeed's launcher passes --local_rank=N; a script without that argument exits 2 on every
+    rank ("train.py: error: unrecognized arguments: --local_rank=1"). The launcher's exit line names
+    the last process started, which had made it "configuration on rank 3"."""
+    v = _v("ds_no_local_rank")
+    assert str(v.category) == "configuration" and list(v.culprit.ranks) == []

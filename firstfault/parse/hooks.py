@@ -119,16 +119,29 @@ def mpirun_exit_code(ev: Event, hit: Hit, ctx: ParseContext) -> None:
 
 
 def command_local_rank(ev: Event, hit: Hit, ctx: ParseContext) -> None:
-    """The local rank in a dead child's command list ("'--local_rank=1'"), on its line or, when a
-    terminal wrapped the list, on the lines above back to where the list starts."""
+    """The local rank in the command list of DeepSpeed's "... exits with return code = N"
+    ("'--local_rank=3'"), on its line or, when a terminal wrapped the list, on the lines above back
+    to where the list starts: the exit's process only when that rank is 0.
+
+    Why: deepspeed/launcher/launch.py's ``sigkill_handler`` logs ``f"{cmd} exits with return code
+    = {last_return_code}"`` with ``cmd`` the variable its spawn loop left behind, the command of the
+    *last* process it started (local rank ``num_local_procs - 1``), whichever process failed
+    (DeepSpeed 0.9 to 0.19; a real run of tools/realjobs/make_deepspeed_set.py: rank 1 SIGKILLed,
+    the line names "--local_rank=3"). So the list names the failed process only where it names
+    local rank 0, the one process of its node; otherwise it says how many the node ran
+    (``local_procs``), not which one died."""
     m = _CMD_LOCAL_RANK.search(hit.text)
     if m is None and _CMD_START not in hit.text:
         for line in reversed(hit.before(CMD_LINES)):
             m = _CMD_LOCAL_RANK.search(line)
             if m is not None or _CMD_START in line:
                 break
-    if m is not None and "local_rank" not in ev.fields:
-        ev.fields["local_rank"] = m["local_rank"]
+    if m is None or "local_rank" in ev.fields:
+        return
+    if int(m["local_rank"]) == 0:
+        ev.fields["local_rank"] = "0"
+    else:
+        ev.fields["local_procs"] = str(int(m["local_rank"]) + 1)
 
 
 def _local_rank_field(ev: Event, hit: Hit, ctx: ParseContext) -> None:

@@ -39,6 +39,7 @@ from firstfault.reason.correlate import (
     quotes_cause,
 )
 from firstfault.reason.frames import where_stopped
+from firstfault.reason.hypothesis import silent_kill_suspects_oom
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.launched import exited_cleanly, never_launched
 from firstfault.reason.named import awaited_by_all
@@ -207,11 +208,41 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
         return (fr_pos, named, step, c.ts if c.ts is not None else float("inf"), c.rank or 0)
 
     out.sort(key=key)
+    _own_rankless_kill(out, corr, ev)
     tie = tied_at_one_step(out, prog, awaited, fr_pos_of, sus.unseen)
     if tie is not None:
         return [tie]
     note_lowest_unseen(out, sus.unseen, awaited, bool(fr_list))
     return out
+
+
+def _own_rankless_kill(out: list[Candidate], corr: Correlation, ev: ReasoningInput) -> None:
+    """The quiet rank its peers lost first takes the launcher's one record of a process killed by
+    a signal that names no rank: DeepSpeed's "exits with return code = -9" names the command of the
+    last process it started, not the one that died (``parse.hooks.command_local_rank``), and the
+    rank the peers lost without a word is the process that was killed. A SIGKILL is then read as
+    a bare one is (a suspected OOM kill), any other signal as a crash."""
+    c = out[0] if out else None
+    if c is None or c.category != Category.PROCESS_CRASH or c.rank is None:
+        return
+    kills = [
+        e
+        for e in corr.host_events.get("", [])
+        if is_exit_record(e) and (sig := exit_signal(e)) is not None and sig not in TEARDOWN_SIGNALS
+    ]
+    if len(kills) != 1:
+        return
+    (kill,) = kills
+    sig = exit_signal(kill)
+    premise = (
+        f"the launcher's record of a process killed by {sig} names no rank ({kill.source}:{kill.line}); "
+        f"rank {c.rank}, the one its peers lost without a word, is that process"
+    )
+    c.supporting.append(kill)
+    if sig == "SIGKILL" and silent_kill_suspects_oom(c.reasons, premise, ev.kernel_logs):
+        c.category = Category.HOST_OOM
+    elif sig != "SIGKILL":
+        c.reasons.append(premise)
 
 
 _PREVIOUS_XID = re.compile(r"caused by previous Xid (?P<xid>\d{1,4})\b")
