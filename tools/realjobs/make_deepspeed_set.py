@@ -1,6 +1,6 @@
 """Build a labelled set of real jobs under DeepSpeed's launcher (``deepspeed``, gloo on CPU).
 
-    python tools/realjobs/make_deepspeed_set.py OUT --python PY [--only CASE ...] [--jobs 2]
+    python tools/realjobs/make_deepspeed_set.py OUT --python PY [--set 1|2] [--only CASE ...] [--jobs 2]
 
 Why it exists: DeepSpeed's launcher is how a great many fine-tuning jobs start, and it prints its
 own words around the ranks' output: the runner's ``cmd = ...``, ``launch.py``'s ``WORLD INFO
@@ -42,6 +42,28 @@ CASES: list[Case] = [
     ("ds_unicode_r1_3r", "unicode", 1, 4, "application_error", [1], "stop", {"nproc": 3, "style": "json"}),
 ]
 
+# A second set, written after the first's reading and scored once before any rule of its own: the
+# launcher's --enable_each_rank_log DIR, which sends each rank's output to
+# "<YYYYmmddHHMMSS>_rank<N>.log" in DIR (deepspeed/launcher/launch.py) and leaves the console
+# with the launcher's own lines; the bundle holds both.
+CASES_2: list[Case] = [
+    ("dse_healthy", "none", 0, 0, "none", [], "none", {"rank_logs": True}),
+    ("dse_exception_r2", "exception", 2, 6, "application_error", [2], "stop", {"rank_logs": True}),
+    ("dse_sigkill_r1_print", "sigkill", 1, 5, "host_oom", [1], "stop", {"rank_logs": True, "style": "print"}),
+    ("dse_segfault_r0", "segfault", 0, 4, "process_crash", [0], "restart", {"rank_logs": True}),
+    ("dse_hang_r3", "hang", 3, 5, "hang", [3], "restart", {"rank_logs": True}),
+    (
+        "dse_logged_exit_r1_print",
+        "logged_exit",
+        1,
+        4,
+        "application_error",
+        [1],
+        "stop",
+        {"rank_logs": True, "style": "print"},
+    ),
+]
+
 
 def run_case(out: Path, case: Case, python: str) -> Path:
     name, fault, rank, step, _cat, _culprits, _action, extra = case
@@ -49,6 +71,8 @@ def run_case(out: Path, case: Case, python: str) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     nproc = int(extra.get("nproc", 4))
     runner = [python, "-m", "deepspeed.launcher.runner", "--num_gpus", str(nproc), "--master_port", str(free_port())]
+    if extra.get("rank_logs"):
+        runner.append(f"--enable_each_rank_log={d / 'rank_logs'}")
     argv = [*runner, str(HERE / "train.py"), *fault_args(fault, rank, step, extra, d)]
     t0 = time.monotonic()
     rc = run_job(argv, job_env(extra), d / "console.log")
@@ -66,8 +90,9 @@ def main() -> None:
     p.add_argument("--only", nargs="*")
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--set", choices=("1", "2"), default="1", help="2: each rank's output in a file of its own")
     a = p.parse_args()
-    cases = [c for c in CASES if not a.only or c[0] in a.only]
+    cases = [c for c in {"1": CASES, "2": CASES_2}[a.set] if not a.only or c[0] in a.only]
     run_cases(a.out, cases, lambda out, c: run_case(out, c, a.python), a.jobs)
 
 
