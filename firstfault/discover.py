@@ -31,6 +31,10 @@ _ELASTIC_ERR = re.compile(r"attempt_(?P<attempt>\d+)/(?P<local_rank>\d+)/error\.
 #: how a protocol-0 or -1 pickle of a dict begins: MARK DICT PUT (text) or EMPTY_DICT/MARK DICT BINPUT
 _OLD_PICKLE_DICT = (b"(dp0\n", b"(dp1\n", b"(dp", b"}q\x00", b"(dq\x00", b"}(")
 _FR_NAME = re.compile(r"(?:fr_trace|nccl_trace|_dump|trace)_?(?:rank_?)?(?P<rank>\d+)(?:\.json)?$")
+# one rank's own log, named for it: DeepSpeed's --enable_each_rank_log writes
+# "<YYYYmmddHHMMSS>_rank<N>.log" (deepspeed/launcher/launch.py), and people name theirs
+# "rank3.log", "log_rank_3.txt", "train-rank-2.out". The word must stand apart ("frank3.log" is not)
+_RANK_LOG_NAME = re.compile(r"(?:^|[^A-Za-z0-9])rank[_-]?(?P<rank>\d{1,6})\.(?:log|txt|out|err)$", re.IGNORECASE)
 _SCRIPT_SUFFIXES = (".sbatch", ".sh", ".slurm", ".py", ".bash")
 # a run's configuration (a Hydra or DeepSpeed/Accelerate YAML, a TOML, an INI): like the script it
 # says what was asked for. Its text is full of words such as "error" or "timeout" as keys and values,
@@ -443,6 +447,8 @@ def _source(f: Path, root: Path, rel: str, warnings: list[str]) -> SourceFile:
         fm = _FR_NAME.search(rel.rsplit("/", 1)[-1])
         if fm:
             sf.rank = int(fm["rank"])
+    elif m is None and (rm := _RANK_LOG_NAME.search(rel.rsplit("/", 1)[-1])) is not None:
+        sf.rank = int(rm["rank"])  # its lines that name no rank are that rank's
     nm = _NODE_DIR.search(rel)
     if nm:
         sf.host = nm["named"] or nm["prefixed"] or nm["node"]

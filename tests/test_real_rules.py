@@ -703,3 +703,21 @@ def test_a_script_that_refuses_deepspeeds_local_rank_fails_on_every_rank() -> No
     the last process started, which had made it "configuration on rank 3"."""
     v = _v("ds_no_local_rank")
     assert str(v.category) == "configuration" and list(v.culprit.ranks) == []
+
+
+def test_a_log_named_for_its_rank_gives_its_lines_that_rank() -> None:
+    """DeepSpeed's --enable_each_rank_log writes each rank's output to "<time>_rank<N>.log". Rank 1
+    logs "step 4 failed; stopping" with a traceback in print style (no line names a rank) and
+    exits 1: the lines are rank 1's by the file they are in."""
+    v = _v("dse_logged_exit_r1_print")
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [1]
+
+
+def test_the_rank_behind_every_peer_owns_a_rankless_kill() -> None:
+    """DeepSpeed set 2: rank 0 segfaults after step 4, printing nothing; its peers make step 5 and
+    wait until the launcher kills them, whose one record ("exits with return code = -11") names no
+    rank (its command is the last process started). Rank 0's own log, the one behind every peer's,
+    is the process that died."""
+    v = _v("dse_segfault_r0")
+    assert str(v.category) == "process_crash" and v.culprit.ranks[:1] == [0]
+    assert any("behind every peer" in r for r in v.reasons)

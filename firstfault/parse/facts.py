@@ -414,8 +414,8 @@ def absorb_lines(
         if not any(lit in raw for lit in progress_mod.LITERALS):
             continue
         text, local_rank, rank = strip_prefixes(raw, srun=srun)
-        if rank is None:
-            rank = local_rank if local_rank is not None else sf.local_rank
+        if rank is None:  # a torchrun per-rank file's local rank, else the rank a file is named for
+            rank = local_rank if local_rank is not None else sf.local_rank if sf.local_rank is not None else sf.rank
         step = _progress(text, rank, ctx, sf, first_no + i, seen, unranked)
         if step is not None:
             untagged.append((text, step))

@@ -189,7 +189,7 @@ def candidates(corr: Correlation, inp: ReasoningInput) -> list[Candidate]:
     if not cands:
         cands = silent_candidates(corr, inp)
     if not cands:
-        cands = rankless_exit_candidates(corr)
+        cands = rankless_exit_candidates(corr, inp.progress)
     if not cands:
         cands = orphan_cascade_candidates(corr, inp.progress)
     if not cands:

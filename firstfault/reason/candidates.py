@@ -273,12 +273,14 @@ def named_cause_candidates(corr: Correlation) -> list[Candidate]:
     return out
 
 
-def rankless_exit_candidates(corr: Correlation) -> list[Candidate]:
+def rankless_exit_candidates(corr: Correlation, progress: Sequence[RankProgress] = ()) -> list[Candidate]:
     """A launcher's word that a process it ran died, when no line says which rank it was.
 
     DeepSpeed's launcher ("exits with return code = -9"), mpirun without a rank, a pasted
     fragment: the exit is still the job's failure, and its code or signal says what kind. Only
-    when nothing else is a candidate: a rank's own error always says more.
+    when nothing else is a candidate: a rank's own error always says more. A rank whose last step
+    is behind every peer's is the process that died (its peers made one more step, then waited
+    for it until the launcher killed them): the exit is given that rank (``_behind_every_peer``).
     """
     out = []
     for e in corr.host_events.get("", []):
@@ -303,7 +305,25 @@ def rankless_exit_candidates(corr: Correlation) -> list[Candidate]:
             for e in corr.errors
         ):
             return []
+    behind = _behind_every_peer(progress) if out else None
+    if behind is not None:
+        rank, step, ahead = behind
+        out[0].rank = rank
+        out[0].reasons.append(
+            f"rank {rank}'s last step ({step}) is behind every peer's ({ahead}): it is the process that died, "
+            "its peers made one more step and waited for it"
+        )
     return out[:1]
+
+
+def _behind_every_peer(progress: Sequence[RankProgress]) -> tuple[int, int, int] | None:
+    """The one rank whose last step is behind every other rank's: (rank, its step, the peers' lowest)."""
+    prog = [p for p in progress if p.last_step is not None]
+    if len(prog) < 2:
+        return None
+    prog.sort(key=lambda p: p.last_step or 0)
+    low, nxt = prog[0].last_step or 0, prog[1].last_step or 0
+    return (prog[0].rank, low, nxt) if low < nxt else None
 
 
 def quoted_cause_candidates(corr: Correlation) -> list[Candidate]:
