@@ -94,3 +94,25 @@ def test_a_runs_configuration_beside_its_logs_is_not_evidence(tmp_path: Path) ->
     assert kinds["config.yaml"] == kinds["accelerate.toml"] == FileKind.SCRIPT
     v = analyze(job)
     assert str(v.category) == "none" and v.culprit.ranks == []
+
+
+def test_a_log_named_for_its_rank_is_that_ranks(tmp_path: Path) -> None:
+    """DeepSpeed's --enable_each_rank_log names "<time>_rank<N>.log"; people name "rank3.log" or
+    "log_rank_3.txt". A word that only ends in "rank" is no rank, nor is a file that is not a log."""
+    names = {
+        "20261207120811_rank2.log": 2,
+        "rank3.log": 3,
+        "logs/log_rank_7.txt": 7,
+        "train-rank-1.out": 1,
+        "frank4.log": None,
+        "rank5_stats.json": None,
+    }
+    for rel in names:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("step 1/10 loss 2.3\n")
+    b = discover(tmp_path)
+    try:
+        got = {f.rel: f.rank for f in b.files}
+    finally:
+        b.close()
+    assert got == names
