@@ -1,6 +1,6 @@
 """Build a labelled set of real jobs started by Open MPI's ``mpirun`` from ``train.py``'s faults.
 
-    python tools/realjobs/make_mpirun_set.py OUT [--only CASE ...] [--set 2] [--jobs 2]
+    python tools/realjobs/make_mpirun_set.py OUT [--only CASE ...] [--set 2|3] [--jobs 2]
 
 ``mpirun_train.py`` maps Open MPI's rank variables to torch's; the ranks form a gloo group over TCP.
 ``mpirun`` (Debian's openmpi-bin, 4.1) is run with ``--oversubscribe`` (more ranks than cores) and,
@@ -68,6 +68,17 @@ CASES_2: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("mpi2_dl_worker_exc_r2", "dl_worker_exc", 2, 4, "application_error", [2], "stop", {}),
 ]
 
+# A third set, written 2026-12-07 with torchrun sets 13 and 14 and scored once before any rule of
+# its own: their families under mpirun's console (with and without --tag-output).
+CASES_3: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("mpi3_thread_exc_healthy", "thread_exc", 2, 4, "none", [], "none", {}),
+    ("mpi3_stack_dump_healthy_tag", "stack_dump", 1, 5, "none", [], "none", {"tag": True}),
+    ("mpi3_git_noise_healthy_print", "git_noise", 0, 0, "none", [], "none", {"style": "print"}),
+    ("mpi3_logged_exit_r3_tag", "logged_exit", 3, 5, "application_error", [3], "stop", {"tag": True}),
+    ("mpi3_unicode_r1", "unicode", 1, 4, "application_error", [1], "stop", {}),
+    ("mpi3_backward_hang_r2_tag", "backward_hang", 2, 5, "hang", [2], "restart", {"tag": True}),
+]
+
 
 def run_case(out: Path, case: tuple) -> Path:
     name, fault, rank, step, _cat, _culprits, _action, extra = case
@@ -96,9 +107,9 @@ def main() -> None:
     p.add_argument("out", type=Path)
     p.add_argument("--only", nargs="*")
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--set", choices=("1", "2"), default="1", help="2: the second set")
+    p.add_argument("--set", choices=("1", "2", "3"), default="1", help="2, 3: a later set")
     a = p.parse_args()
-    cases = [c for c in {"1": CASES, "2": CASES_2}[a.set] if not a.only or c[0] in a.only]
+    cases = [c for c in {"1": CASES, "2": CASES_2, "3": CASES_3}[a.set] if not a.only or c[0] in a.only]
     run_cases(a.out, cases, run_case, a.jobs)
 
 
