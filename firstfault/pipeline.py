@@ -27,7 +27,7 @@ from firstfault.reason.flightrec import fr_events
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.reason.network import peer_hosts
 from firstfault.reason.placing import place_on_lost, place_quoted, place_rankless
-from firstfault.reason.went_on import demote_went_on
+from firstfault.reason.went_on import TrainingFacts, demote_went_on
 from firstfault.reason.window import context_of, job_window
 from firstfault.vocab import BundleError, FileKind, Verdict
 
@@ -109,18 +109,17 @@ def _after_parse(
     ended = pr.ctx.training_end is not None or any(e.fields.get("completed") for e in now)
     ranks = pr.known_ranks()
     progress = pr.rank_progress(first)
-    last_steps = {p.rank: p.last_step_ts for p in progress if p.last_step_ts is not None}
-    warnings += demote_went_on(
-        now,
-        pr.ctx.training_after,
-        pr.ctx.training_tagged,
-        own,
-        ended,
-        len(ranks),
-        pr.ctx.training_end,
-        last_steps,
-        pr.ctx.training_ends,
+    facts = TrainingFacts(
+        training_after=pr.ctx.training_after,
+        tagged=pr.ctx.training_tagged,
+        own=own,
+        ended=ended,
+        world=len(ranks),
+        training_end=pr.ctx.training_end,
+        training_ends=pr.ctx.training_ends,
+        last_step_ts={p.rank: p.last_step_ts for p in progress if p.last_step_ts is not None},
     )
+    warnings += demote_went_on(now, facts)
     corr = correlate(now, ranks)
     warnings.extend(r.describe() for r in corr.recoveries[:5])
     if len(corr.recoveries) > 5:

@@ -28,6 +28,7 @@ import hashlib
 import time
 import tomllib
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,14 @@ from rich.console import Console
 from rich.table import Table
 
 TEST_SHARE = 4  # of 10: the held-out share of the corpus
+
+
+def culprit_right(truth_ranks: Sequence[int], ranks: Sequence[int]) -> bool:
+    """Top-1 against the label's first rank; where the label names none, naming none too (the
+    corpus and the real-job sets score a culprit the one way)."""
+    if truth_ranks:
+        return bool(ranks) and ranks[0] == truth_ranks[0]
+    return not ranks
 
 
 @dataclass
@@ -66,9 +75,7 @@ class CorpusResult:
 
     @property
     def culprit_ok(self) -> bool:
-        if self.truth_ranks:
-            return bool(self.ranks) and self.ranks[0] == self.truth_ranks[0]
-        return not self.ranks
+        return culprit_right(self.truth_ranks, self.ranks)
 
     @property
     def readers_agree(self) -> bool:

@@ -40,6 +40,7 @@ from firstfault.discover import discover
 from firstfault.match.registry import Registry, load_registry
 from firstfault.pipeline import analyze_bundle
 from firstfault.vocab.errors import BundleError
+from firstfault_bench.corpus import CONFIDENCE_BANDS, culprit_right
 
 CULPRIT_BAR = 0.95
 CATEGORY_BAR = 0.90
@@ -70,10 +71,7 @@ class JobRow:
 
     @property
     def culprit_ok(self) -> bool:
-        """Top-1 against the label's first rank; where the label names none, naming none."""
-        if self.truth_ranks:
-            return bool(self.ranks) and self.ranks[0] == self.truth_ranks[0]
-        return not self.ranks
+        return culprit_right(self.truth_ranks, self.ranks)
 
     @property
     def right(self) -> bool:
@@ -228,8 +226,6 @@ def render(scores: Sequence[SetScore], console: Console) -> str:
 def _calibration(rows: Sequence[JobRow], console: Console) -> list[str]:
     """Right (category and culprit) per band of the verdict's confidence, whole jobs and excerpts
     apart: what "how sure it is" is worth on real jobs (the corpus's bands, ``corpus.CONFIDENCE_BANDS``)."""
-    from firstfault_bench.corpus import CONFIDENCE_BANDS
-
     t = Table(title="right (category and culprit) by the verdict's confidence")
     for c in ("confidence", "whole jobs", "excerpts"):
         t.add_column(c)

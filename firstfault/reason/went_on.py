@@ -64,6 +64,7 @@ job's failure.
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
+from dataclasses import dataclass, field
 
 from firstfault.match.unrecognised import UNRECOGNISED
 from firstfault.parse.run import IGNORED_FIELD, THREAD_FIELD, UNCAUGHT_FIELD
@@ -198,6 +199,12 @@ def _before_the_end(events: Sequence[Event], ends: dict[str, int]) -> list[Event
     return [e for e in events if e.role != Role.NOISE and any(n < ends.get(f, 0) for f, n in _position(e))]
 
 
+def _demoted(gone: Sequence[Event], why: str) -> list[str]:
+    """``_demote``'s warning as a list: empty when nothing was demoted."""
+    note = _demote(gone, why)
+    return [note] if note else []
+
+
 def _demote(gone: Sequence[Event], why: str) -> str | None:
     """Demote ``gone`` to noise (marked as gone on from); the warning naming them, first one quoted."""
     for e in gone:
@@ -254,65 +261,56 @@ def _shutdown_aborts(events: Sequence[Event], training_end: str | None) -> list[
     return [e for e in events if e.signature in _SHUTDOWN_ABORTS and e.source == src and e.line > end]
 
 
-def demote_went_on(
-    events: Sequence[Event],
-    training_after: dict[tuple[str, int | None], int],
-    tagged: Set[str] = frozenset(),
-    own: Set[str] = frozenset(),
-    ended: bool = False,
-    world: int | None = None,
-    training_end: str | None = None,
-    last_step_ts: dict[int, float] | None = None,
-    training_ends: dict[str, int] | None = None,
-) -> list[str]:
-    """Demote the lines the job went on from to noise; the warnings that name them. ``own``: the
-    files that hold one rank's output; ``ended``: training reached its last
-    step (a step counter at its total) or a line marks the job's end; ``world``: how many ranks
-    the bundle shows (its world size where a line states it); ``training_end``: "file:line: text"
-    of the step counter at its total (``training_ends``: each file's such line); ``last_step_ts``:
-    each rank's last step's time. The kinds
+@dataclass(frozen=True)
+class TrainingFacts:
+    """What the parse learnt of the job's training, which an error is weighed against: the line
+    per (file, rank) above which training lines still follow (``training_after``), the files whose
+    training lines name their rank (``tagged``) or that hold one rank's output (``own``), whether
+    training reached its last step or a line marks the job's end (``ended``), how many ranks the
+    bundle shows (``world``), the step counter at its total as "file:line: text" (``training_end``)
+    and each file's such line (``training_ends``), and each rank's last step's time
+    (``last_step_ts``)."""
+
+    training_after: dict[tuple[str, int | None], int] = field(default_factory=dict)
+    tagged: Set[str] = frozenset()
+    own: Set[str] = frozenset()
+    ended: bool = False
+    world: int | None = None
+    training_end: str | None = None
+    training_ends: dict[str, int] = field(default_factory=dict)
+    last_step_ts: dict[int, float] = field(default_factory=dict)
+
+
+def demote_went_on(events: Sequence[Event], facts: TrainingFacts) -> list[str]:
+    """Demote the lines the job went on from to noise; the warnings that name them. The kinds
     above are named first; whatever else stands above training's end in its console (a line of
     a per-rank file whose console copy is there) is named last."""
-    notes = _went_on_kinds(events, training_after, tagged, own, ended, world, training_end, last_step_ts)
-    if ended:
-        note = _demote(
-            _before_the_end(events, training_ends or {}),
+    notes = _went_on_kinds(events, facts)
+    if facts.ended:
+        notes += _demoted(
+            _before_the_end(events, facts.training_ends),
             "line(s) printed before training reached its last step, in the same console: the job went on from "
             "them to its end, so they are not read as its failure",
         )
-        if note:
-            notes.append(note)
     return notes
 
 
-def _went_on_kinds(
-    events: Sequence[Event],
-    training_after: dict[tuple[str, int | None], int],
-    tagged: Set[str] = frozenset(),
-    own: Set[str] = frozenset(),
-    ended: bool = False,
-    world: int | None = None,
-    training_end: str | None = None,
-    last_step_ts: dict[int, float] | None = None,
-) -> list[str]:
+def _went_on_kinds(events: Sequence[Event], facts: TrainingFacts) -> list[str]:
     """``demote_went_on``'s kinds of line, each named in a warning of its own."""
+    training_after, tagged, own, ended = facts.training_after, facts.tagged, facts.own, facts.ended
     notes = _demote_ignored(events)
-    notes += _demote_threads(events, ended, last_step_ts or {})
+    notes += _demote_threads(events, ended, facts.last_step_ts)
     if ended:
-        note = _demote(
+        notes += _demoted(
             _exit_barrier_reports(events),
             "line(s) of torchrun's exit-barrier report, which an agent writes only once its workers succeeded, after "
             "training reached its end: not read as a failure",
         )
-        if note:
-            notes.append(note)
-        note = _demote(
-            _shutdown_aborts(events, training_end),
+        notes += _demoted(
+            _shutdown_aborts(events, facts.training_end),
             'abort(s) of a process exiting with a thread still running ("terminate called without an active '
             "exception\"), after training reached its end: a shutdown, not read as the job's failure",
         )
-        if note:
-            notes.append(note)
     if not training_after:
         return notes
     unknown = [e for e in events if e.signature == UNRECOGNISED and e.role != Role.NOISE]
@@ -323,7 +321,7 @@ def _went_on_kinds(
     # steps (Ray's console: a rank's NaN, then its peers' steps): it is survived only where the
     # steps are its rank's own, or where training reached its end (nothing died of it).
     if not ended:
-        every = printed_by_every_rank(caught, world)
+        every = printed_by_every_rank(caught, facts.world)
         died |= {id(e) for e in caught if e.signature != GENERIC_EXCEPTION and e.source in mixed and id(e) not in every}
     caught = [e for e in caught if id(e) not in died]
     warned = [

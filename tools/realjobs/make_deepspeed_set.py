@@ -19,13 +19,10 @@ with torch and ``deepspeed`` (not one of firstfault's dependencies). Kept outsid
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 from pathlib import Path
 
-from make_set import fault_args, free_port, job_env, run_cases, run_job, truth_record
+from make_set import case_args, fault_args, free_port, job_env, run_cases, run_job, save_truth, truth_record
 
 HERE = Path(__file__).resolve().parent
 Case = tuple[str, str, int, int, str, list[int], str, dict[str, object]]
@@ -77,22 +74,11 @@ def run_case(out: Path, case: Case, python: str) -> Path:
     t0 = time.monotonic()
     rc = run_job(argv, job_env(extra), d / "console.log")
     truth = truth_record(case, nproc, rc, time.monotonic() - t0, argv)
-    truth["generator"] = (
-        "tools/realjobs/make_deepspeed_set.py (real DeepSpeed launcher runs; independent of firstfault_sim)"
-    )
-    (d / "truth.json").write_text(json.dumps(truth, indent=1))
-    return d
+    return save_truth(d, truth, "make_deepspeed_set.py", extra.get("env", {}))
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("out", type=Path)
-    p.add_argument("--only", nargs="*")
-    p.add_argument("--python", default=sys.executable)
-    p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--set", choices=("1", "2"), default="1", help="2: each rank's output in a file of its own")
-    a = p.parse_args()
-    cases = [c for c in {"1": CASES, "2": CASES_2}[a.set] if not a.only or c[0] in a.only]
+    a, cases = case_args({"1": CASES, "2": CASES_2}, "2: each rank's output in a file of its own")
     run_cases(a.out, cases, lambda out, c: run_case(out, c, a.python), a.jobs)
 
 

@@ -496,6 +496,20 @@ def truth_record(case: tuple, nproc: int, rc: int, took_s: float, argv: list[str
     return record
 
 
+def case_args(sets: dict[str, list[tuple]], later: str) -> tuple[argparse.Namespace, list[tuple]]:
+    """The command line the sets' scripts share: OUT, ``--only CASE ...``, ``--python PY`` (the
+    interpreter that runs the jobs), ``--jobs N`` and ``--set`` (a key of ``sets``; ``later`` says
+    what the later ones are); the arguments and the chosen cases."""
+    p = argparse.ArgumentParser()
+    p.add_argument("out", type=Path)
+    p.add_argument("--only", nargs="*")
+    p.add_argument("--python", default=sys.executable)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--set", choices=tuple(sets), default=next(iter(sets)), help=later)
+    a = p.parse_args()
+    return a, [c for c in sets[a.set] if not a.only or c[0] in a.only]
+
+
 def save_truth(d: Path, truth: dict[str, object], script: str, env: object) -> Path:
     """Write a case's label beside its bundle (``truth.json``), naming the script that made it."""
     truth["env"] = env
