@@ -20,7 +20,6 @@ from firstfault.reason.candidates import (
     named_cause_candidates,
     orphan_cascade_candidates,
     quoted_cause_candidates,
-    rankless_exit_candidates,
     scheduler_end_candidates,
     silent_candidates,
     straggler_candidate,
@@ -38,6 +37,7 @@ from firstfault.reason.lost_hosts import date_lost_hosts
 from firstfault.reason.named import named_by_victims, waited_before_exits
 from firstfault.reason.nccl_coll import coll_mismatch
 from firstfault.reason.network import localize_network
+from firstfault.reason.rankless_exits import rankless_exit_candidates
 from firstfault.reason.refine import (
     ASSUMED_STARTUP_PENALTY,
     UNKNOWN_RING_PENALTY,

@@ -25,7 +25,6 @@ from firstfault.reason.causality import (
 )
 from firstfault.reason.configuration import PEER_EXITED
 from firstfault.reason.correlate import (
-    TEARDOWN_SIGNALS,
     Candidate,
     Correlation,
     RankView,
@@ -33,16 +32,15 @@ from firstfault.reason.correlate import (
     candidate_order,
     corroborates,
     earlier,
-    exit_signal,
     host_explains,
     is_exit_record,
     quotes_cause,
 )
 from firstfault.reason.frames import where_stopped
-from firstfault.reason.hypothesis import silent_kill_suspects_oom
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.launched import exited_cleanly, never_launched
 from firstfault.reason.named import awaited_by_all
+from firstfault.reason.rankless_exits import own_rankless_kill
 from firstfault.reason.stops import stopped_how, survivors_stopped
 from firstfault.reason.straggler import find_slowdown
 from firstfault.reason.ties import note_lowest_unseen, printed_untagged, tied_at_one_step, untagged_reading
@@ -208,41 +206,12 @@ def silent_candidates(corr: Correlation, ev: ReasoningInput) -> list[Candidate]:
         return (fr_pos, named, step, c.ts if c.ts is not None else float("inf"), c.rank or 0)
 
     out.sort(key=key)
-    _own_rankless_kill(out, corr, ev)
+    own_rankless_kill(out, corr, ev)
     tie = tied_at_one_step(out, prog, awaited, fr_pos_of, sus.unseen)
     if tie is not None:
         return [tie]
     note_lowest_unseen(out, sus.unseen, awaited, bool(fr_list))
     return out
-
-
-def _own_rankless_kill(out: list[Candidate], corr: Correlation, ev: ReasoningInput) -> None:
-    """The quiet rank its peers lost first takes the launcher's one record of a process killed by
-    a signal that names no rank: DeepSpeed's "exits with return code = -9" names the command of the
-    last process it started, not the one that died (``parse.hooks.command_local_rank``), and the
-    rank the peers lost without a word is the process that was killed. A SIGKILL is then read as
-    a bare one is (a suspected OOM kill), any other signal as a crash."""
-    c = out[0] if out else None
-    if c is None or c.category != Category.PROCESS_CRASH or c.rank is None:
-        return
-    kills = [
-        e
-        for e in corr.host_events.get("", [])
-        if is_exit_record(e) and (sig := exit_signal(e)) is not None and sig not in TEARDOWN_SIGNALS
-    ]
-    if len(kills) != 1:
-        return
-    (kill,) = kills
-    sig = exit_signal(kill)
-    premise = (
-        f"the launcher's record of a process killed by {sig} names no rank ({kill.source}:{kill.line}); "
-        f"rank {c.rank}, the one its peers lost without a word, is that process"
-    )
-    c.supporting.append(kill)
-    if sig == "SIGKILL" and silent_kill_suspects_oom(c.reasons, premise, ev.kernel_logs):
-        c.category = Category.HOST_OOM
-    elif sig != "SIGKILL":
-        c.reasons.append(premise)
 
 
 _PREVIOUS_XID = re.compile(r"caused by previous Xid (?P<xid>\d{1,4})\b")
@@ -271,59 +240,6 @@ def named_cause_candidates(corr: Correlation) -> list[Candidate]:
         out.append(Candidate(CandidateKind.EVENT, e, e.rank, e.host, e.ts, Category(cause.category), reasons))
     out.sort(key=candidate_order)
     return out
-
-
-def rankless_exit_candidates(corr: Correlation, progress: Sequence[RankProgress] = ()) -> list[Candidate]:
-    """A launcher's word that a process it ran died, when no line says which rank it was.
-
-    DeepSpeed's launcher ("exits with return code = -9"), mpirun without a rank, a pasted
-    fragment: the exit is still the job's failure, and its code or signal says what kind. Only
-    when nothing else is a candidate: a rank's own error always says more. A rank whose last step
-    is behind every peer's is the process that died (its peers made one more step, then waited
-    for it until the launcher killed them): the exit is given that rank (``_behind_every_peer``).
-    """
-    out = []
-    for e in corr.host_events.get("", []):
-        if not is_exit_record(e) or exit_signal(e) in TEARDOWN_SIGNALS or e.fields.get("exitcode") in ("0", None):
-            continue
-        sig = exit_signal(e)
-        code = e.fields.get("exitcode", "?")
-        if sig:
-            reason = f"a process of the job was killed by {sig} (exit code {code}); no line says which rank it was"
-            cat = Category.PROCESS_CRASH
-        else:
-            reason = f"a process of the job exited with code {code}; no line says which rank it was"
-            cat = Category.APPLICATION_ERROR
-        out.append(Candidate(CandidateKind.EXIT, e, None, e.host, e.ts, cat, [reason]))
-    out.sort(key=candidate_order)
-    if out and out[0].event is not None and not exit_signal(out[0].event):
-        # An exit code is how a process reports the error it printed: a symptom line printed
-        # before it (a store it could not reach, a peer that closed) is that error, and says more.
-        exit_ev = out[0].event
-        if any(
-            (e.role == Role.CASCADE or quotes_cause(e)) and e.severity == Severity.ERROR and earlier(e, exit_ev)
-            for e in corr.errors
-        ):
-            return []
-    behind = _behind_every_peer(progress) if out else None
-    if behind is not None:
-        rank, step, ahead = behind
-        out[0].rank = rank
-        out[0].reasons.append(
-            f"rank {rank}'s last step ({step}) is behind every peer's ({ahead}): it is the process that died, "
-            "its peers made one more step and waited for it"
-        )
-    return out[:1]
-
-
-def _behind_every_peer(progress: Sequence[RankProgress]) -> tuple[int, int, int] | None:
-    """The one rank whose last step is behind every other rank's: (rank, its step, the peers' lowest)."""
-    prog = [p for p in progress if p.last_step is not None]
-    if len(prog) < 2:
-        return None
-    prog.sort(key=lambda p: p.last_step or 0)
-    low, nxt = prog[0].last_step or 0, prog[1].last_step or 0
-    return (prog[0].rank, low, nxt) if low < nxt else None
 
 
 def quoted_cause_candidates(corr: Correlation) -> list[Candidate]:

@@ -1,0 +1,106 @@
+"""Readings pinned by the real sets of 2026-12-07: the families torchrun sets 13 and 14 brought
+(what healthy runs print before they train on, a logged exit, a stall under srun) and their runs
+under DeepSpeed's launcher (tests/fixtures/realjobs/README.md). Kept apart from test_real_rules.py,
+which holds the earlier sets' rules.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from firstfault.pipeline import analyze
+
+FIX = Path(__file__).parent / "fixtures" / "realjobs"
+
+
+def _v(name: str):  # type: ignore[no-untyped-def]
+    return analyze(FIX / name)
+
+
+def test_an_exception_that_ended_a_thread_is_no_failure_where_training_went_on() -> None:
+    """Set 13: rank 1's background metrics upload raises at step 3 ("Exception in thread
+    metrics-upload:", CPython's threading excepthook); the main thread trains to step 20/20 and the
+    job exits 0. The traceback is in rank 1's stderr.log, its steps in stdout.log: the job was read
+    as "application error on rank 1" at 0.90."""
+    v = _v("m_thread_exc_healthy")
+    assert str(v.category) == "none"
+    assert any("ended a thread, not its process" in w for w in v.warnings)
+
+
+def test_a_threads_exception_keeps_its_reading_where_its_rank_stopped(tmp_path: Path) -> None:
+    """The same job's console, pasted only down to the thread's exception: nothing shows rank 1
+    going on after it, so it stays the failure (a loader thread that died can leave its rank
+    waiting: a hang whose root it is)."""
+    lines = (FIX / "m_thread_exc_healthy" / "console.log").read_text().splitlines()
+    cut = next(i for i, line in enumerate(lines) if "ConnectionError: metrics endpoint" in line)
+    log = tmp_path / "console.log"
+    log.write_text("\n".join(lines[: cut + 1]) + "\n")
+    v = analyze(log)
+    assert str(v.category) != "none" and v.culprit.ranks[:1] == [1]
+    assert v.root_event is not None and "ConnectionError" in v.root_event.text
+
+
+@pytest.mark.parametrize(
+    ("case", "line"),
+    [
+        ("n_git_noise_healthy", "fatal: not a git repository"),
+        ("n_stack_dump_healthy", "most recent call first"),
+        # two agents, one console each: the dump is in node 1's, above node 1's own "iter 20/20"
+        ("mq_stack_dump_healthy_print", "most recent call first"),
+    ],
+)
+def test_what_a_healthy_run_printed_before_its_last_step_is_not_its_failure(case: str, line: str) -> None:
+    """Set 14 (healthy, exit 0, 20/20 steps): rank 0's script ran `git rev-parse` outside a
+    checkout ("fatal: not a git repository ...", read "unknown on rank 0"), or dumped every
+    thread's stack with faulthandler while debugging a slow step (read as the job torn down). Both
+    lines sit in rank 0's stderr.log, with no clock; their console copies sit above "step 20/20"."""
+    v = _v(case)
+    assert str(v.category) == "none"
+    assert any("before training reached its last step" in w and line in w for w in v.warnings)
+
+
+def test_the_rank_that_did_not_time_out_is_the_one_a_time_limited_hang_waited_for() -> None:
+    """SLURM set 4: rank 1 blocks in a gradient hook at step 5; ranks 0, 2 and 3 time out waiting in
+    the all-reduce (15 s) and exit, and srun holds the step until the one-minute limit. Every rank
+    stopped at step 5, so the stall read "nothing tells which one hung first" and named none."""
+    v = _v("s4_backward_hang_r1")
+    assert str(v.category) == "hang" and v.culprit.ranks[:1] == [1]
+    assert any("it is the one they waited for" in r for r in v.reasons)
+
+
+def test_deepspeeds_exit_line_is_the_dead_process_only_by_what_its_peers_say() -> None:
+    """DeepSpeed launcher set (real `deepspeed --num_gpus 4`): rank 1 is SIGKILLed at step 5; the
+    launcher kills the rest and logs "[... '--local_rank=3' ...] exits with return code = -9", the
+    command of the last process it started. Read as rank 3's exit it blamed rank 3; rank 1, the
+    one its peers lost without a word, is the process killed."""
+    v = _v("ds_sigkill_r1")
+    assert str(v.category) == "host_oom" and v.culprit.ranks[:1] == [1]
+    assert any("names no rank" in r and "rank 1, the one its peers lost without a word" in r for r in v.reasons)
+
+
+def test_a_script_that_refuses_deepspeeds_local_rank_fails_on_every_rank() -> None:
+    """DeepSpeed's launcher passes --local_rank=N; a script without that argument exits 2 on every
+    rank ("train.py: error: unrecognized arguments: --local_rank=1"). The launcher's exit line names
+    the last process started, which had made it "configuration on rank 3"."""
+    v = _v("ds_no_local_rank")
+    assert str(v.category) == "configuration" and list(v.culprit.ranks) == []
+
+
+def test_a_log_named_for_its_rank_gives_its_lines_that_rank() -> None:
+    """DeepSpeed's --enable_each_rank_log writes each rank's output to "<time>_rank<N>.log". Rank 1
+    logs "step 4 failed; stopping" with a traceback in print style (no line names a rank) and
+    exits 1: the lines are rank 1's by the file they are in."""
+    v = _v("dse_logged_exit_r1_print")
+    assert str(v.category) == "application_error" and v.culprit.ranks[:1] == [1]
+
+
+def test_the_rank_behind_every_peer_owns_a_rankless_kill() -> None:
+    """DeepSpeed set 2: rank 0 segfaults after step 4, printing nothing; its peers make step 5 and
+    wait until the launcher kills them, whose one record ("exits with return code = -11") names no
+    rank (its command is the last process started). Rank 0's own log, the one behind every peer's,
+    is the process that died."""
+    v = _v("dse_segfault_r0")
+    assert str(v.category) == "process_crash" and v.culprit.ranks[:1] == [0]
+    assert any("behind every peer" in r for r in v.reasons)
