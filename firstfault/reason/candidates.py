@@ -74,7 +74,7 @@ def _suspects(corr: Correlation, victims: set[int], prog: dict[int, RankProgress
     want of lines, which a paste may simply have cut: positive evidence about the victims comes
     before it, and victims in one collective of different kinds (a conflict) are such evidence even
     where it names nobody."""
-    quiet = [r for r, v in corr.ranks.items() if v.first_cascade is None and v.first_root is None]
+    quiet = [r for r, v in corr.ranks.items() if v.said_nothing()]
     unseen = [r for r in quiet if corr.ranks[r].left_no_line(prog)]
     # victims that name whom they wait for (a store key, a monitored barrier) point at the culprit
     awaited = awaited_ranks(e for e in corr.errors if e.role == Role.CASCADE)  # rank-less ones too

@@ -82,7 +82,7 @@ def common_failure(corr: Correlation, world: int | None) -> CommonFailure | None
         keys = {max(counts, key=lambda k: counts[k])}
     (key,) = keys
     same = [e for e in rankless if template_key(e) == key]
-    exits = [r for r, v in corr.ranks.items() if v.first_root is None and v.first_cascade is None and failed_exit(v)]
+    exits = [r for r, v in corr.ranks.items() if v.said_nothing() and failed_exit(v)]
     failed = len(own) + len(exits)
     copies = len(own) + len(same)
     need = max(2, (world + 1) // 2 if world else failed)
@@ -97,7 +97,7 @@ def _common_exit(corr: Correlation, world: int | None) -> CommonFailure | None:
 
     exits: dict[int, Event] = {}
     for r, v in corr.ranks.items():
-        if v.first_root is None and v.first_cascade is None:
+        if v.said_nothing():
             for e in v.exits:
                 if exit_signal(e) not in TEARDOWN_SIGNALS:
                     exits.setdefault(r, e)

@@ -80,6 +80,10 @@ class RankView:
         known of it comes from the numbering, the world size or its peers (noise lines aside)."""
         return not self.events and self.rank not in progressed
 
+    def said_nothing(self) -> bool:
+        """No error of its own and no symptom: a root or a cascade would say what it met."""
+        return self.first_root is None and self.first_cascade is None
+
     def timed_out(self) -> bool:
         """Its first symptom is a timeout waiting on its peers (a watchdog, a store wait)."""
         return self.first_cascade is not None and self.first_cascade.category == Category.HANG
@@ -338,6 +342,16 @@ def victim_first(v: RankView) -> bool:
     return fc is not None and fr is not None and earlier(fc, fr) and not same_block(fc, fr)
 
 
+def exit_reading(e: Event) -> tuple[str, Category]:
+    """What an exit record says of its process, in words ("was killed by SIGKILL (exit code -9)",
+    "exited with code 1"), and its category: a signal is a crash, a code an error the process
+    reported (its traceback, if any, elsewhere)."""
+    sig, code = exit_signal(e), e.fields.get("exitcode", "?")
+    if sig:
+        return f"was killed by {sig} (exit code {code})", Category.PROCESS_CRASH
+    return f"exited with code {code}", Category.APPLICATION_ERROR
+
+
 def _exit_candidate(v: RankView) -> Candidate | None:
     """A rank that died with no explanation of its own (no traceback, not torn down)."""
     for ex in v.exits:
@@ -346,13 +360,8 @@ def _exit_candidate(v: RankView) -> Candidate | None:
             continue
         if v.first_root is not None or v.first_cascade is not None:
             return None  # its own log explains the exit
-        code = ex.fields.get("exitcode", "?")
-        if sig:
-            reason = f"rank {v.rank} was killed by {sig} (exit code {code}) with no error of its own"
-            cat = Category.PROCESS_CRASH
-        else:
-            reason = f"rank {v.rank} exited with code {code} without a traceback"
-            cat = Category.APPLICATION_ERROR
+        how, cat = exit_reading(ex)
+        reason = f"rank {v.rank} {how} " + ("with no error of its own" if sig else "without a traceback")
         return Candidate(CandidateKind.EXIT, ex, v.rank, ex.host, ex.ts, cat, [reason])
     return None
 

@@ -100,11 +100,7 @@ def waited_before_exits(cands: Sequence[Candidate], corr: Correlation, ev: Reaso
     )
     awaited = awaited_ranks(e for e in corr.errors if e.role == Role.CASCADE)
     named = [r for r, _ in awaited.most_common()]
-    stopped = sorted(
-        r
-        for r, v in corr.ranks.items()
-        if v.first_root is None and v.first_cascade is None and v.exits and not failed_exit(v)
-    )
+    stopped = sorted(r for r, v in corr.ranks.items() if v.said_nothing() and v.exits and not failed_exit(v))
     suspects = named or stopped
     if len(suspects) != 1:
         reasons = [premise]

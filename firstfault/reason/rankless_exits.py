@@ -18,12 +18,14 @@ from firstfault.reason.correlate import (
     Correlation,
     candidate_order,
     earlier,
+    exit_reading,
     exit_signal,
     is_exit_record,
     quotes_cause,
 )
 from firstfault.reason.hypothesis import silent_kill_suspects_oom
 from firstfault.reason.inputs import ReasoningInput
+from firstfault.reason.stalls import behind_every_peer
 from firstfault.vocab import CandidateKind, Category, RankProgress, Role, Severity
 
 
@@ -63,20 +65,14 @@ def rankless_exit_candidates(corr: Correlation, progress: Sequence[RankProgress]
     fragment: the exit is still the job's failure, and its code or signal says what kind. Only
     when nothing else is a candidate: a rank's own error always says more. A rank whose last step
     is behind every peer's is the process that died (its peers made one more step, then waited
-    for it until the launcher killed them): the exit is given that rank (``_behind_every_peer``).
+    for it until the launcher killed them): the exit is given that rank (``stalls.behind_every_peer``).
     """
     out = []
     for e in corr.host_events.get("", []):
         if not is_exit_record(e) or exit_signal(e) in TEARDOWN_SIGNALS or e.fields.get("exitcode") in ("0", None):
             continue
-        sig = exit_signal(e)
-        code = e.fields.get("exitcode", "?")
-        if sig:
-            reason = f"a process of the job was killed by {sig} (exit code {code}); no line says which rank it was"
-            cat = Category.PROCESS_CRASH
-        else:
-            reason = f"a process of the job exited with code {code}; no line says which rank it was"
-            cat = Category.APPLICATION_ERROR
+        how, cat = exit_reading(e)
+        reason = f"a process of the job {how}; no line says which rank it was"
         out.append(Candidate(CandidateKind.EXIT, e, None, e.host, e.ts, cat, [reason]))
     out.sort(key=candidate_order)
     if out and out[0].event is not None and not exit_signal(out[0].event):
@@ -88,7 +84,7 @@ def rankless_exit_candidates(corr: Correlation, progress: Sequence[RankProgress]
             for e in corr.errors
         ):
             return []
-    behind = _behind_every_peer(progress) if out else None
+    behind = behind_every_peer(progress) if out else None
     if behind is not None:
         rank, step, ahead = behind
         out[0].rank = rank
@@ -97,13 +93,3 @@ def rankless_exit_candidates(corr: Correlation, progress: Sequence[RankProgress]
             "its peers made one more step and waited for it"
         )
     return out[:1]
-
-
-def _behind_every_peer(progress: Sequence[RankProgress]) -> tuple[int, int, int] | None:
-    """The one rank whose last step is behind every other rank's: (rank, its step, the peers' lowest)."""
-    prog = [p for p in progress if p.last_step is not None]
-    if len(prog) < 2:
-        return None
-    prog.sort(key=lambda p: p.last_step or 0)
-    low, nxt = prog[0].last_step or 0, prog[1].last_step or 0
-    return (prog[0].rank, low, nxt) if low < nxt else None

@@ -100,7 +100,7 @@ def _waited_before(end: Event, corr: Correlation, ended: str) -> Candidate | Non
     waited = sorted(r for r, v in corr.ranks.items() if v.timed_out() and earlier(v.first_cascade, end))
     if not waited:
         return None
-    quiet = [r for r, v in corr.ranks.items() if r not in waited and v.first_cascade is None and v.first_root is None]
+    quiet = [r for r, v in corr.ranks.items() if r not in waited and v.said_nothing()]
     reasons = [
         f"rank(s) {', '.join(map(str, waited))} timed out waiting in a collective before {ended} "
         f"({end.source}:{end.line}): the job had hung, and {ended} only ended it"
@@ -208,14 +208,23 @@ def _stalled_until(end: Event, end_ts: float, corr: Correlation, ev: ReasoningIn
 def _odd_rank_out(corr: Correlation, prog: Sequence[RankProgress]) -> tuple[int | None, str | None]:
     """The one rank that stopped behind the rest, the one that did not time out where every peer
     did, or the one whose stack dump differs from all of theirs."""
-    by_step = sorted(prog, key=lambda p: p.last_step if p.last_step is not None else 0)
-    if len(by_step) >= 2 and (by_step[0].last_step or 0) < (by_step[1].last_step or 0):
-        p = by_step[0]
-        return p.rank, f"rank {p.rank} stopped at step {p.last_step}, behind every peer"
+    behind = behind_every_peer(prog)
+    if behind is not None:
+        return behind[0], f"rank {behind[0]} stopped at step {behind[1]}, behind every peer"
     quiet = _the_one_not_waiting(corr, prog)
     if quiet is not None:
         return quiet
     return _odd_stack(corr)
+
+
+def behind_every_peer(progress: Sequence[RankProgress]) -> tuple[int, int, int] | None:
+    """The one rank whose last step is behind every other rank's: (rank, its step, the peers'
+    lowest), or None."""
+    prog = sorted((p for p in progress if p.last_step is not None), key=lambda p: p.last_step or 0)
+    if len(prog) < 2:
+        return None
+    low, nxt = prog[0].last_step or 0, prog[1].last_step or 0
+    return (prog[0].rank, low, nxt) if low < nxt else None
 
 
 def _the_one_not_waiting(corr: Correlation, prog: Sequence[RankProgress]) -> tuple[int, str] | None:
@@ -224,11 +233,7 @@ def _the_one_not_waiting(corr: Correlation, prog: Sequence[RankProgress]) -> tup
     a time limit that ended the job later does not change."""
     ranks = {p.rank for p in prog}
     waited = {r for r in ranks if r in corr.ranks and corr.ranks[r].timed_out()}
-    quiet = [
-        r
-        for r in ranks - waited
-        if corr.ranks.get(r) is None or (corr.ranks[r].first_cascade is None and corr.ranks[r].first_root is None)
-    ]
+    quiet = [r for r in ranks - waited if corr.ranks.get(r) is None or corr.ranks[r].said_nothing()]
     if len(quiet) != 1 or not waited or waited | set(quiet) != ranks:
         return None
     (r,) = quiet

@@ -146,12 +146,11 @@ def _demote_ignored(events: Sequence[Event]) -> list[str]:
     case. No training line need follow: the header itself says the process went on.
     """
     gone = [e for e in events if e.fields.get(IGNORED_FIELD) and e.role != Role.NOISE]
-    note = _demote(
+    return _demoted(
         gone,
         'exception(s) CPython printed as ignored ("Exception ignored in: ..."), which no process dies of: '
         "not read as the failure",
     )
-    return [note] if note else []
 
 
 def _demote_threads(events: Sequence[Event], ended: bool, last_step_ts: dict[int, float]) -> list[str]:
@@ -171,12 +170,11 @@ def _demote_threads(events: Sequence[Event], ended: bool, last_step_ts: dict[int
         later = e.rank is not None and e.ts is not None and last_step_ts.get(e.rank, float("-inf")) > e.ts
         if ended or later:
             gone.append(e)
-    note = _demote(
+    return _demoted(
         gone,
         'exception(s) that ended a thread, not its process ("Exception in thread ..."), after which training '
         "went on: not read as the failure",
     )
-    return [note] if note else []
 
 
 def _position(e: Event) -> list[tuple[str, int]]:
