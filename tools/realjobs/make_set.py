@@ -553,6 +553,26 @@ CASES_14: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]
 ]
 
 
+# A fifteenth set, written 2026-12-08 before any run and scored once before any rule of its own:
+# gradient clipping that refuses a non-finite norm (one rank's batch overflows, DDP's all-reduce
+# gives every rank the same gradient, so every rank raises at once and no line shows whose batch it
+# was: no rank named), rank 0's checkpoint write stuck on a slow filesystem while its peers wait at
+# the barrier after it, ``sys.exit`` with a message on one rank, and healthy runs with what torch
+# warns about and trains on: a schedule stepped before the optimizer, more DataLoader workers than
+# the machine has cores ("might get DataLoader running slow or even freeze"), clipping that never fires.
+CASES_15: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("o_clip_nonfinite_r1", "clip_nonfinite", 1, 5, "numerical", [], "stop", {}),
+    ("o_clip_nonfinite_r2_print_3r", "clip_nonfinite", 2, 4, "numerical", [], "stop", {"nproc": 3, "style": "print"}),
+    ("o_clip_ok_healthy", "clip_ok", 0, 0, "none", [], "none", {}),
+    ("o_ckpt_stall_r0", "ckpt_stall", 0, 6, "hang", [0], "restart", {}),
+    ("o_ckpt_stall_r0_rankfmt_3r", "ckpt_stall", 0, 4, "hang", [0], "restart", {"nproc": 3, "style": "rankfmt"}),
+    ("o_exit_message_r2", "exit_message", 2, 5, "application_error", [2], "stop", {}),
+    ("o_exit_message_r1_print", "exit_message", 1, 3, "application_error", [1], "stop", {"style": "print"}),
+    ("o_lr_order_healthy", "lr_order", 0, 0, "none", [], "none", {}),
+    ("o_many_workers_healthy_2r", "none", 0, 0, "none", [], "none", {"nproc": 2, "workers": 6}),
+]
+
+
 def run_cases(out: Path, cases: list[tuple], run: Callable[[Path, tuple], Path], jobs: int) -> None:
     """Run ``cases`` ``jobs`` at a time, printing each one's name and exit status as it is written."""
     with ThreadPoolExecutor(jobs) as ex:
@@ -689,8 +709,8 @@ def main() -> None:
         "--set",
         type=int,
         default=1,
-        choices=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 60),
-        help="1 to 14 (2 and 4 held out); 60: set 6's development case",
+        choices=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 60),
+        help="1 to 15 (2 and 4 held out); 60: set 6's development case",
     )
     a = ap.parse_args()
     sets = {
@@ -708,6 +728,7 @@ def main() -> None:
         12: CASES_12,
         13: CASES_13,
         14: CASES_14,
+        15: CASES_15,
     }
     chosen = {**sets, 60: CASES_6_DEV}[a.set]
     cases = [c for c in chosen if not a.only or c[0] in a.only]

@@ -91,6 +91,15 @@ CASES_5: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("se_backward_hang_r3", "backward_hang", 3, 5, "hang", [3], "restart", {}),
 ]
 
+# A sixth set, written 2026-12-08 with torchrun set 15, scored once before any rule of its own: its
+# families under mp.spawn's one shared console.
+CASES_6: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("sf_clip_nonfinite_r3", "clip_nonfinite", 3, 4, "numerical", [], "stop", {}),
+    ("sf_ckpt_stall_r0", "ckpt_stall", 0, 5, "hang", [0], "restart", {}),
+    ("sf_exit_message_r1_rankfmt", "exit_message", 1, 4, "application_error", [1], "stop", {"style": "rankfmt"}),
+    ("sf_lr_order_healthy_3r", "lr_order", 0, 0, "none", [], "none", {"nproc": 3}),
+]
+
 
 def run_case(out: Path, case: tuple) -> Path:
     name, fault, rank, step, _cat, _culprits, _action, extra = case
@@ -116,10 +125,10 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("out", type=Path)
     p.add_argument("--only", nargs="*")
-    p.add_argument("--set", choices=("1", "2", "3", "4", "5"), default="1", help="2 to 5: a later set")
+    p.add_argument("--set", choices=("1", "2", "3", "4", "5", "6"), default="1", help="2 to 6: a later set")
     p.add_argument("--jobs", type=int, default=2)
     a = p.parse_args()
-    chosen = {"1": CASES, "2": CASES_2, "3": CASES_3, "4": CASES_4, "5": CASES_5}[a.set]
+    chosen = {"1": CASES, "2": CASES_2, "3": CASES_3, "4": CASES_4, "5": CASES_5, "6": CASES_6}[a.set]
     cases = [c for c in chosen if not a.only or c[0] in a.only]
     run_cases(a.out, cases, run_case, a.jobs)
 

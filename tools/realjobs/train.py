@@ -93,6 +93,11 @@ FAULTS = (
     "unicode",
     "backward_hang",
     "no_local_rank",
+    "clip_nonfinite",
+    "clip_ok",
+    "ckpt_stall",
+    "lr_order",
+    "exit_message",
 )
 
 
@@ -339,6 +344,8 @@ def main() -> None:
         log.warning("checkpoint directory %s exists and is not empty; files may be overwritten", a.ckpt)
     if a.fault.startswith("anomaly"):  # debugging a NaN: autograd checks every backward function
         torch.autograd.set_detect_anomaly(True)
+    # a schedule stepped before the optimizer's first step (torch warns once, and trains on)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=10) if a.fault == "lr_order" else None
 
     bar = None
     if a.style == "tqdm":  # rank 0 alone draws a progress bar, as most trainers' consoles show it
@@ -365,6 +372,8 @@ def main() -> None:
             x = x * float("nan")
         if a.fault == "nan_all" and step == a.step:
             x = x * float("inf")
+        if a.fault == "clip_nonfinite" and hit and step == a.step:
+            x = x * float("inf")  # one rank's batch overflows; DDP's all-reduce hands every rank its gradient
         out = model(x)
         loss = lossf(out, y)
         if a.fault == "no_grad" and hit and step == a.step:
@@ -382,6 +391,10 @@ def main() -> None:
         if by_hand:  # no DDP: the gradients are all-reduced by hand
             for p in net.parameters():
                 dist.all_reduce(p.grad)
+        if a.fault.startswith("clip_"):  # the recipe clips, and refuses a non-finite norm
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)
+        if sched is not None:
+            sched.step()
         opt.step()
         if a.fault == "straggler" and hit:
             time.sleep(0.04)
@@ -390,6 +403,11 @@ def main() -> None:
             time.sleep(0.3)  # slow enough for a memory sampler of one second to see it grow
         if a.fault.startswith("dcp_") and step == a.step:
             save_dcp(a, model, step, rank, hit)
+        if a.fault == "ckpt_stall" and step == a.step:  # rank 0 saves; its write hangs on a slow filesystem
+            if hit:
+                log.info("saving checkpoint at step %d", step)
+                time.sleep(a.timeout + 20)
+            dist.barrier()  # every rank waits for the save before training on
         if a.fault == "rank0_barrier" and rank == 0 and step == a.step:
             log.info("saving checkpoint at step %d", step)
             os.makedirs(a.ckpt, exist_ok=True)
@@ -441,6 +459,8 @@ def main() -> None:
             if a.fault == "exit":
                 log.info("early stopping criterion met; leaving the training loop")
                 sys.exit(3)
+            if a.fault == "exit_message":  # sys.exit with a string: CPython prints it to stderr, status 1
+                sys.exit(f"shard {rank}: no samples left after filtering at step {step}")
             if a.fault == "exit0":  # early stopping decided on one rank only: it leaves cleanly
                 log.info("early stopping: validation loss has not improved for 3 evaluations")
                 sys.exit(0)
