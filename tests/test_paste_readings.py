@@ -587,3 +587,24 @@ def test_a_pasted_memory_limit_kill_is_a_host_oom(tmp_path: Path) -> None:
         "slurmstepd: error: Exceeded job memory limit\n",
     )
     assert str(v.category) == "host_oom"
+
+
+def test_an_nccl_tests_table_pasted_without_its_hashes_is_a_healthy_run(tmp_path: Path) -> None:
+    """nccl-tests prints its header and summary on lines that begin with '#'; a paste rendered as
+    Markdown turns them into headings and the '#' is gone. The table's "error" column then read
+    as an error line no signature knows ("configuration" at 0.10). Lines of NVIDIA/nccl#583."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "nThread 1 nGpus 2 minBytes 32 maxBytes 1073741824 step: 2(factor) warmup iters: 5 iters: 20 validation: 1\n"
+        "\n"
+        "Using devices\n"
+        "  Rank  0 Pid 1533050 on AI-A100-Beethoven01 device  0 [0x00] NVIDIA A100-SXM4-40GB\n"
+        "  Rank  1 Pid 1533050 on AI-A100-Beethoven01 device  1 [0x00] NVIDIA A100-SXM4-40GB\n"
+        "\n"
+        "                                                       out-of-place                       in-place\n"
+        "       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n"
+        "        (B)    (elements)                       (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n"
+        "          32             8     float     sum    10.14    0.00    0.00  0e+00    10.21    0.00    0.00  0e+00\n"
+        "          64            16     float     sum    10.14    0.01    0.01  0e+00    10.31    0.01    0.01  0e+00\n"
+    )
+    assert str(analyze(log).category) == "none"
