@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from firstfault.pipeline import analyze
+from firstfault.vocab import BundleError
 
 FIX = Path(__file__).parent / "fixtures" / "realjobs"
 
@@ -104,3 +105,40 @@ def test_the_rank_behind_every_peer_owns_a_rankless_kill() -> None:
     v = _v("dse_segfault_r0")
     assert str(v.category) == "process_crash" and v.culprit.ranks[:1] == [0]
     assert any("behind every peer" in r for r in v.reasons)
+
+
+def test_a_norm_every_rank_holds_alike_names_no_rank_when_one_rank_is_shown() -> None:
+    """Spawn set 6: rank 3's batch overflows at step 4 and DDP's all-reduce hands every rank the
+    same non-finite gradient, so `clip_grad_norm_(error_if_nonfinite=True)` raises on every rank
+    at once; mp.spawn's console shows the one process it caught first ("-- Process 3 terminated
+    with the following error:") and terminates the rest. The line cannot say whose batch it was:
+    it read "numerical on rank 3" (the label names no rank). Under torchrun, where every rank's
+    traceback is in the console, the same run reads "numerical on every rank"."""
+    v = _v("sf_clip_nonfinite_r3")
+    assert str(v.category) == "numerical"
+    assert v.culprit.ranks == []
+    assert any("every rank holds alike" in r for r in v.reasons)
+
+
+def test_a_launch_command_or_deepspeeds_rank_tag_makes_a_healthy_paste_a_jobs_log(tmp_path: Path) -> None:
+    """A healthy paste that holds no line a signature knows was refused as "not the output of a
+    training job" (public threads: a DeepSpeed run's timers, a `tune run --nproc_per_node 4`
+    fine-tune's checkpoint notes). DeepSpeed's `log_dist` tags its lines "[Rank N]" and torchrun's
+    command line names its processes per node: both say a distributed job printed this. Text
+    with neither is still refused."""
+    ds = tmp_path / "ds.log"
+    ds.write_text(
+        "[2023-06-03 00:08:34,517] [INFO] [logging.py:96:log_dist] [Rank 0] rank=0 time (ms) | "
+        "forward_microstep: 4958.39 | backward_microstep: 4665.83 | step_microstep: 0.06\n"
+    )
+    launch = tmp_path / "launch.log"
+    launch.write_text(
+        "$ torchrun --standalone --nproc_per_node=8 train.py\n"
+        "Model checkpoint of size 4.98 GB saved to /tmp/out/hf_model_0002_0.pt\n"
+    )
+    for path in (ds, launch):
+        assert str(analyze(path).category) == "none"
+    other = tmp_path / "notes.txt"
+    other.write_text("Model checkpoint of size 4.98 GB saved to /tmp/out/hf_model_0002_0.pt\n")
+    with pytest.raises(BundleError):
+        analyze(other)

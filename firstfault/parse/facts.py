@@ -291,24 +291,42 @@ _RAY_TRAIN_ACTORS = (
     "(ReferenceModelRayActor ",
     "(RewardModelRayActor ",
 )
-_TAG_LITERALS = ("[rank", ">:", *_RAY_TRAIN_ACTORS)
+# DeepSpeed's rank-tagged logging: ``log_dist`` prefixes "[Rank N] " (deepspeed/utils/logging.py
+# get_dist_msg: "[Rank {}] {}".format(my_rank, message)) under its logger's
+# "[%(filename)s:%(lineno)d:%(funcName)s]" ("[logging.py:96:log_dist] [Rank 0] DeepSpeed info: ...").
+_DEEPSPEED_DIST = re.compile(r"\[logging\.py:\d+:log_dist\] \[Rank -?\d+\] ")
+# A distributed launch as the user typed it above the output: torchrun's own option
+# (torch/distributed/run.py: "--nproc-per-node", "--nproc_per_node"), also taken by
+# ``python -m torch.distributed.run/launch`` and torchtune's ``tune run`` (which runs torchrun).
+_LAUNCH_COMMAND = re.compile(
+    r"^\s*(?:\$ )?(?:torchrun|tune run|python3? -m torch\.distributed\.(?:run|launch))\b.*--nproc[-_]per[-_]node"
+)
+_TAG_LITERALS = ("[rank", ">:", "log_dist] [Rank", "nproc", *_RAY_TRAIN_ACTORS)
 
 
 def _rank_tagged(lines: list[str], ctx: ParseContext, blob: str | None = None) -> None:
     """Note a line a distributed launcher tagged with its rank: a job's output, whatever it says.
 
-    torch's ``[rank3]:``, mpirun's ``--tag-output`` ``[1,3]<stdout>:`` and a Ray Train worker's
-    ``(RayTrainWorker pid=..)`` are put there by the job's own machinery; a file of such lines is
-    a job's log even when no line of it is one a signature knows (a healthy run's own prints).
-    ``[defaultN]:`` already makes a file a launcher's console (``discover``); srun's bare ``3: ``
-    is not taken (a numbered list looks the same)."""
+    torch's ``[rank3]:``, mpirun's ``--tag-output`` ``[1,3]<stdout>:``, a Ray Train worker's
+    ``(RayTrainWorker pid=..)`` and DeepSpeed's ``log_dist`` "[Rank 0]" are put there by the job's
+    own machinery; a file of such lines is a job's log even when no line of it is one a signature
+    knows (a healthy run's own prints). So is the launch command pasted above it ("torchrun
+    --nproc_per_node 8 train.py"). ``[defaultN]:`` already makes a file a launcher's console
+    (``discover``); srun's bare ``3: `` is not taken (a numbered list looks the same). Only the fact
+    is noted: the line itself is read as it would be (an error a tagged line carries stays one)."""
     if ctx.job_evidence:
         return
     if blob is not None and not any(lit in blob for lit in _TAG_LITERALS):
         return
     for raw in lines:
         text = raw.lstrip("> ")
-        if RANK_PREFIX.match(text) or MPI_PREFIX.match(text) or text.startswith(_RAY_TRAIN_ACTORS):
+        if (
+            RANK_PREFIX.match(text)
+            or MPI_PREFIX.match(text)
+            or text.startswith(_RAY_TRAIN_ACTORS)
+            or _DEEPSPEED_DIST.search(text)
+            or _LAUNCH_COMMAND.match(text)
+        ):
             ctx.job_evidence = True
             return
 
