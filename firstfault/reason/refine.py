@@ -428,13 +428,22 @@ def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInpu
     would blame the one the user happened to copy. Where other ranks are in the log and went on
     (a shard missing on rank 1 only), the rank that failed is the culprit and keeps the name.
     A mistake in the user's own code counts too when it came before training (``early``): every
-    rank runs the same start-up; later, a data-dependent path may fail on one rank alone.
+    rank runs the same start-up; later, a data-dependent path may fail on one rank alone. So does a
+    check of a value every rank holds alike (a signature's ``every_rank``: the clipped gradient
+    norm, taken after the all-reduce), which every rank fails at once whichever batch overflowed.
     """
-    everyones = hyp.category in (Category.CONFIGURATION, Category.SOFTWARE_BUG) or (
-        early and code_defect(hyp.root_event)
+    root = hyp.root_event
+    alike = root is not None and root.fields.get("every_rank") == "1"
+    everyones = (
+        hyp.category in (Category.CONFIGURATION, Category.SOFTWARE_BUG) or (early and code_defect(root)) or alike
     )
     if not everyones or len(hyp.culprit.ranks) != 1:
         return
+    why = (
+        "a check of a value every rank holds alike (taken after the all-reduce) fails on every rank at once"
+        if alike
+        else "a set-up failure, a library's bug or a mistake in the start-up code is every rank's"
+    )
     seen = {r for r, v in corr.ranks.items() if v.events or v.unrecognised}
     (rank,) = hyp.culprit.ranks
     went_on = {r for r in seen if went_further(corr.ranks[r])}
@@ -457,16 +466,10 @@ def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInpu
                 f"rank {rank} failed first and the launcher stopped the other ranks before they showed anything "
                 "of their own"
             )
-        hyp.reasons.append(
-            f"{how}: a set-up failure, a library's bug or a mistake in the start-up code is every rank's, "
-            "so no rank is named"
-        )
+        hyp.reasons.append(f"{how}: {why}, so no rank is named")
         return
     hyp.summary = hyp.summary.replace(f" on rank {rank}", f" (only rank {rank} is in the log)", 1)
-    hyp.reasons.append(
-        f"rank {rank} is the only rank in the log: a set-up failure, a library's bug or a mistake in the "
-        "start-up code is every rank's, so no rank is named"
-    )
+    hyp.reasons.append(f"rank {rank} is the only rank in the log: {why}, so no rank is named")
 
 
 _NUMBERS = re.compile(r"\d+")
