@@ -142,3 +142,13 @@ def test_a_launch_command_or_deepspeeds_rank_tag_makes_a_healthy_paste_a_jobs_lo
     other.write_text("Model checkpoint of size 4.98 GB saved to /tmp/out/hf_model_0002_0.pt\n")
     with pytest.raises(BundleError):
         analyze(other)
+
+
+def test_a_decimal_in_the_failing_line_names_no_rank() -> None:
+    """The last 60 lines of torchrun set 15's console (rank 1's batch overflowed at step 5): rank
+    0's traceback, and torchrun's record of ranks 0 and 2 exiting 1. "The total norm of order 2.0"
+    read as naming rank 0's (and rank 2's) own input, a shard or device numbered like the rank,
+    so the one rank shown was blamed. A decimal's digits are not a rank's number."""
+    v = _v("o_clip_nonfinite_r1_tail60")
+    assert str(v.category) == "numerical"
+    assert v.culprit.ranks == []

@@ -472,7 +472,8 @@ def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInpu
     hyp.reasons.append(f"rank {rank} is the only rank in the log: {why}, so no rank is named")
 
 
-_NUMBERS = re.compile(r"\d+")
+# whole numbers, not the parts of a decimal ("order 2.0" names no rank 2 or 0)
+_NUMBERS = re.compile(r"(?<![\d.])\d+(?!\.\d)")
 
 
 def _names_rank(root: Event | None, rank: int) -> bool:
