@@ -1,6 +1,6 @@
 """Build firstfault's development set of real SLURM jobs from ``train.py`` (not the simulator).
 
-    python tools/realjobs/make_slurm_set.py OUT [--set 1|2|3|4] [--only CASE ...]
+    python tools/realjobs/make_slurm_set.py OUT [--set 1|2|3|4|5] [--only CASE ...]
     (set 3 runs JAX: JAX_PYTHON=<a python with jax> python tools/realjobs/make_slurm_set.py OUT --set 3)
 
 A real SLURM (Debian's slurmctld/slurmd/munge, two nodes on this host, started by
@@ -105,7 +105,25 @@ CASES_4: list[tuple[str, str, int, int, str, list[int], list[str], str, dict[str
     ("s4_unicode_r3_torchrun", "unicode", 3, 4, "application_error", [3], [], "stop", {"launcher": "torchrun"}),
     ("s4_backward_hang_r1", "backward_hang", 1, 5, "hang", [1], [], "restart", {"time": "1"}),
 ]
-SETS = {1: CASES, 2: CASES_2, 3: CASES_3, 4: CASES_4}
+# A fifth set, written 2026-12-08 with torchrun set 15, scored once before any rule of its own: its
+# families under srun and under torchrun in a batch script.
+CASES_5: list[tuple[str, str, int, int, str, list[int], list[str], str, dict[str, object]]] = [
+    ("s5_clip_nonfinite_r2", "clip_nonfinite", 2, 4, "numerical", [], [], "stop", {}),
+    ("s5_ckpt_stall_r0", "ckpt_stall", 0, 5, "hang", [0], [], "restart", {}),
+    (
+        "s5_exit_message_r3_torchrun",
+        "exit_message",
+        3,
+        4,
+        "application_error",
+        [3],
+        [],
+        "stop",
+        {"launcher": "torchrun"},
+    ),
+    ("s5_lr_order_healthy_torchrun", "lr_order", 0, 0, "none", [], [], "none", {"launcher": "torchrun"}),
+]
+SETS = {1: CASES, 2: CASES_2, 3: CASES_3, 4: CASES_4, 5: CASES_5}
 
 
 class MemCluster(SlurmCluster):
