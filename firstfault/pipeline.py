@@ -164,9 +164,11 @@ def _after_parse(
 
 def _console_spans(bundle: Bundle, pr: ParseResult) -> dict[str, tuple[float, float] | None]:
     """Each console's and log's first and last time (None: no timed line); not a rank's own
-    stdout/stderr split (its errors are in its other file, so a quiet stdout says nothing of its end)."""
+    stdout/stderr split (its errors are in its other file, so a quiet stdout says nothing of its end),
+    and not the scheduler's own records (a node's slurmd log, sacct, scontrol): no process of the
+    job writes them, so where they stop says nothing of the job's processes."""
     kinds = (FileKind.LAUNCHER_CONSOLE, FileKind.APP_LOG, FileKind.SLURM_OUTPUT)
-    return {f.rel: pr.ctx.spans.get(f.rel) for f in bundle.of_kind(*kinds)}
+    return {f.rel: pr.ctx.spans.get(f.rel) for f in bundle.of_kind(*kinds) if f.rel in pr.ctx.job_files}
 
 
 def _refuse_unusable(pr: ParseResult, bundle: Bundle) -> None:

@@ -152,3 +152,17 @@ def test_a_decimal_in_the_failing_line_names_no_rank() -> None:
     v = _v("o_clip_nonfinite_r1_tail60")
     assert str(v.category) == "numerical"
     assert v.culprit.ranks == []
+
+
+def test_the_rank_that_lost_its_peers_only_after_they_timed_out_is_the_one_they_waited_for() -> None:
+    """SLURM set 5 (2 nodes x 2 tasks under srun): rank 0 logs "saving checkpoint at step 5" and
+    its write hangs; ranks 1-3 time out at the barrier after it and exit, and rank 0, reaching the
+    barrier 20 s later, gets gloo's "Connection closed by peer". It read "process crash, no rank":
+    node 1's slurmd log (the scheduler's own record, with no time the reading kept) was taken for
+    a console whose processes were lost. The daemon's log is no process's console, and the one
+    rank of the world that did not time out, losing its peers only after they gave up, is the
+    rank they waited for."""
+    v = _v("s5_ckpt_stall_r0")
+    assert str(v.category) == "hang"
+    assert v.culprit.ranks == [0]
+    assert not any("slurmd.log" in r for r in v.reasons)

@@ -41,6 +41,7 @@ from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.launched import exited_cleanly, never_launched
 from firstfault.reason.named import awaited_by_all
 from firstfault.reason.rankless_exits import own_rankless_kill
+from firstfault.reason.stalls import left_behind_by_the_waiters
 from firstfault.reason.stops import stopped_how, survivors_stopped
 from firstfault.reason.straggler import find_slowdown
 from firstfault.reason.ties import note_lowest_unseen, printed_untagged, tied_at_one_step, untagged_reading
@@ -351,6 +352,9 @@ def _nobody_stands_out(corr: Correlation, victims: set[int], ev: ReasoningInput)
     if lost is not None:
         return lost
     world = ev.topology.world_size
+    left = left_behind_by_the_waiters(corr, world)
+    if left is not None:
+        return Candidate(CandidateKind.SILENT, None, left[0], None, None, Category.HANG, [left[1]])
     seen = sorted(corr.ranks)
     stopped = survivors_stopped(corr)
     if seen == [0] and victims == {0} and (world is None or world > 1) and corr.ranks[0].timed_out() and not stopped:

@@ -15,10 +15,13 @@ import signal
 from collections.abc import Sequence
 from statistics import median
 
+from firstfault.align import sort_key
+from firstfault.reason.configuration import PEER_EXITED
 from firstfault.reason.correlate import Candidate, Correlation, earlier
 from firstfault.reason.frames import where_stopped
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.vocab import CandidateKind, Category, Event, RankProgress, Role, settings
+from firstfault.vocab.text import rank_list
 from firstfault.vocab.timefmt import iso
 
 
@@ -240,6 +243,33 @@ def _the_one_not_waiting(corr: Correlation, prog: Sequence[RankProgress]) -> tup
     return r, (
         f"rank(s) {', '.join(map(str, sorted(waited)))} timed out waiting in a collective and rank {r} printed "
         "nothing: it is the one they waited for"
+    )
+
+
+def left_behind_by_the_waiters(corr: Correlation, world: int | None) -> tuple[int, str] | None:
+    """Every rank of the world printed an error: all but one timed out waiting, and the one left
+    lost its connection only after their timeouts (gloo's "Connection closed by peer"). It was not
+    in the collective they waited in, or it would have timed out with them: it is the one they
+    waited for (rank 0 stuck writing a checkpoint while its peers waited at the barrier after it),
+    and its own error is only their leaving. Without every rank in the logs, a rank that printed
+    nothing could be the one, and the rule says nothing."""
+    if world is None or sorted(corr.ranks) != list(range(world)) or world < 3:
+        return None
+    firsts = {r: v.first_cascade for r, v in corr.ranks.items()}
+    if any(c is None for c in firsts.values()):
+        return None
+    waited = sorted(r for r in firsts if corr.ranks[r].timed_out())
+    left = [r for r in firsts if r not in waited]
+    if len(left) != 1:
+        return None
+    (r,) = left
+    own = firsts[r]
+    assert own is not None
+    if not own.fields.get(PEER_EXITED) or any(sort_key(own) < sort_key(firsts[w]) for w in waited):  # type: ignore[arg-type]
+        return None
+    return r, (
+        f"rank(s) {rank_list(waited)} timed out waiting in a collective; rank {r} did not, and lost its "
+        "connection only after they gave up: it is the one they waited for"
     )
 
 
