@@ -79,6 +79,15 @@ CASES_3: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("mpi3_backward_hang_r2_tag", "backward_hang", 2, 5, "hang", [2], "restart", {"tag": True}),
 ]
 
+# A fourth set, written 2026-12-07 with torchrun set 15, scored once before any rule of its own: its
+# families under mpirun's console.
+CASES_4: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("mpi4_clip_nonfinite_r1_tag", "clip_nonfinite", 1, 5, "numerical", [], "stop", {"tag": True}),
+    ("mpi4_ckpt_stall_r0", "ckpt_stall", 0, 4, "hang", [0], "restart", {}),
+    ("mpi4_exit_message_r3_tag", "exit_message", 3, 5, "application_error", [3], "stop", {"tag": True}),
+    ("mpi4_lr_order_healthy", "lr_order", 0, 0, "none", [], "none", {}),
+]
+
 
 def run_case(out: Path, case: tuple) -> Path:
     name, fault, rank, step, _cat, _culprits, _action, extra = case
@@ -107,9 +116,9 @@ def main() -> None:
     p.add_argument("out", type=Path)
     p.add_argument("--only", nargs="*")
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--set", choices=("1", "2", "3"), default="1", help="2, 3: a later set")
+    p.add_argument("--set", choices=("1", "2", "3", "4"), default="1", help="2 to 4: a later set")
     a = p.parse_args()
-    cases = [c for c in {"1": CASES, "2": CASES_2, "3": CASES_3}[a.set] if not a.only or c[0] in a.only]
+    cases = [c for c in {"1": CASES, "2": CASES_2, "3": CASES_3, "4": CASES_4}[a.set] if not a.only or c[0] in a.only]
     run_cases(a.out, cases, run_case, a.jobs)
 
 

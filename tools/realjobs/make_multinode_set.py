@@ -95,6 +95,15 @@ CASES_4: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("mq_backward_hang_r1", "backward_hang", 1, 5, "hang", [1], "restart", {}),
 ]
 
+# A fifth set, written 2026-12-07 with torchrun set 15, scored once before any rule of its own: its
+# families on two agents, one console each (rank 0's stuck checkpoint write is on node 0).
+CASES_5: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("mr_clip_nonfinite_r3", "clip_nonfinite", 3, 4, "numerical", [], "stop", {}),
+    ("mr_ckpt_stall_r0", "ckpt_stall", 0, 5, "hang", [0], "restart", {}),
+    ("mr_exit_message_r2_print", "exit_message", 2, 4, "application_error", [2], "stop", {"style": "print"}),
+    ("mr_lr_order_healthy", "lr_order", 0, 0, "none", [], "none", {"style": "rankfmt"}),
+]
+
 
 def _agent(node: int, port: int, args: list[str], console: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(NODES), "--node-rank", str(node)]
@@ -171,9 +180,9 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("out", type=Path)
     p.add_argument("--only", nargs="*")
-    p.add_argument("--set", choices=("1", "2", "3", "4"), default="1", help="2 to 4: a later set (CASES_2 ...)")
+    p.add_argument("--set", choices=("1", "2", "3", "4", "5"), default="1", help="2 to 5: a later set (CASES_2 ...)")
     a = p.parse_args()
-    for case in {"1": CASES, "2": CASES_2, "3": CASES_3, "4": CASES_4}[a.set]:
+    for case in {"1": CASES, "2": CASES_2, "3": CASES_3, "4": CASES_4, "5": CASES_5}[a.set]:
         if a.only and case[0] not in a.only:
             continue
         d = run_case(a.out, case)
