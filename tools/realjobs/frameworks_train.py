@@ -28,7 +28,11 @@ import sys
 import time
 from datetime import timedelta
 
-from ray_train import FAULTS, more_faults  # the same faults as the Ray Train job (its module imports no Ray)
+from ray_train import (
+    FAULTS,
+    more_faults,
+    stall_at_save,
+)  # the same faults as the Ray Train job (its module imports no Ray)
 
 
 def parse() -> argparse.Namespace:
@@ -100,6 +104,8 @@ def step_faults(a: argparse.Namespace, loss, rank: int, step: int, log: logging.
         if a.fault == "hang":
             time.sleep(3600)  # a stuck read from remote storage
         more_faults(a.fault, rank, step, log)
+    if step == a.step:
+        stall_at_save(a.fault, rank == a.rank, step, a.timeout, log)
     if a.fault == "size_mismatch" and step == a.step:
         metrics = torch.zeros(3000 if rank == a.rank else 2000)  # a metrics buffer of another size
         dist.all_reduce(metrics)

@@ -77,8 +77,22 @@ def run_case(out: Path, case: Case, python: str) -> Path:
     return save_truth(d, truth, "make_deepspeed_set.py", extra.get("env", {}))
 
 
+# A third set, written 2026-12-07 with torchrun set 15 and scored once before any rule of its own:
+# its families under DeepSpeed's launcher, the console alone and with a file per rank.
+CASES_3: list[Case] = [
+    ("dsf_clip_nonfinite_r2", "clip_nonfinite", 2, 4, "numerical", [], "stop", {}),
+    ("dsf_ckpt_stall_r0", "ckpt_stall", 0, 5, "hang", [0], "restart", {}),
+    ("dsf_ckpt_stall_r0_ranklogs", "ckpt_stall", 0, 4, "hang", [0], "restart", {"rank_logs": True}),
+    ("dsf_exit_message_r1", "exit_message", 1, 4, "application_error", [1], "stop", {}),
+    ("dsf_exit_message_r2_ranklogs", "exit_message", 2, 5, "application_error", [2], "stop", {"rank_logs": True}),
+    ("dsf_lr_order_healthy_3r", "lr_order", 0, 0, "none", [], "none", {"nproc": 3}),
+]
+
+
 def main() -> None:
-    a, cases = case_args({"1": CASES, "2": CASES_2}, "2: each rank's output in a file of its own")
+    a, cases = case_args(
+        {"1": CASES, "2": CASES_2, "3": CASES_3}, "2: each rank's output in a file of its own; 3: set 15's families"
+    )
     run_cases(a.out, cases, lambda out, c: run_case(out, c, a.python), a.jobs)
 
 

@@ -193,6 +193,27 @@ CASES_4: list[Case] = [
     ("hfd_logged_exit_r1", "logged_exit", 1, 4, "application_error", [1], "stop", {"fw": "hf", "style": "print"}),
 ]
 
+# A fifth set, written 2026-12-07 with torchrun set 15 and scored once before any rule of its own:
+# rank 0's checkpoint write stuck while its peers wait at the barrier, and sys.exit with a message,
+# under each framework's console.
+CASES_5: list[Case] = [
+    ("ple_ckpt_stall_r0", "ckpt_stall", 0, 5, "hang", [0], "restart", {"fw": "lightning", "timeout": 20.0}),
+    ("ple_exit_message_r2", "exit_message", 2, 4, "application_error", [2], "stop", {"fw": "lightning"}),
+    ("acce_ckpt_stall_r0", "ckpt_stall", 0, 4, "hang", [0], "restart", {"fw": "accelerate", "timeout": 20.0}),
+    (
+        "acce_exit_message_r1_print",
+        "exit_message",
+        1,
+        5,
+        "application_error",
+        [1],
+        "stop",
+        {"fw": "accelerate", "style": "print"},
+    ),
+    ("hfe_ckpt_stall_r0", "ckpt_stall", 0, 4, "hang", [0], "restart", {"fw": "hf", "timeout": 20.0}),
+    ("hfe_exit_message_r3", "exit_message", 3, 5, "application_error", [3], "stop", {"fw": "hf"}),
+]
+
 
 def command(case: Case, python: str, d: Path) -> list[str]:
     _name, fault, rank, step, _cat, _culprits, _action, extra = case
@@ -240,10 +261,14 @@ def main() -> None:
     p.add_argument("out", type=Path)
     p.add_argument("--only", nargs="*")
     p.add_argument("--python", default=sys.executable)
-    p.add_argument("--set", choices=("1", "2", "3", "4"), default="1", help="2 to 4: a later set")
+    p.add_argument("--set", choices=("1", "2", "3", "4", "5"), default="1", help="2 to 5: a later set")
     p.add_argument("--jobs", type=int, default=2)
     a = p.parse_args()
-    cases = [c for c in {"1": CASES, "2": CASES_2, "3": CASES_3, "4": CASES_4}[a.set] if not a.only or c[0] in a.only]
+    cases = [
+        c
+        for c in {"1": CASES, "2": CASES_2, "3": CASES_3, "4": CASES_4, "5": CASES_5}[a.set]
+        if not a.only or c[0] in a.only
+    ]
     with ThreadPoolExecutor(a.jobs) as ex:
         for d in ex.map(lambda c: run_case(a.out, c, a.python), cases):
             print(d.name, json.loads((d / "truth.json").read_text())["exit_code"], flush=True)

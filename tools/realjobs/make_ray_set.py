@@ -68,6 +68,22 @@ CASES_3: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("rc_unicode_r0_3w", "unicode", 0, 4, "application_error", [0], "stop", {"workers": 3}),
 ]
 
+# A fourth set, written 2026-12-07 with torchrun set 15 and scored once before any rule of its own.
+CASES_4: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("rd_ckpt_stall_r0", "ckpt_stall", 0, 4, "hang", [0], "restart", {"timeout": 10.0}),
+    ("rd_exit_message_r2", "exit_message", 2, 4, "application_error", [2], "stop", {}),
+    (
+        "rd_exit_message_r1_print_3w",
+        "exit_message",
+        1,
+        5,
+        "application_error",
+        [1],
+        "stop",
+        {"style": "print", "workers": 3},
+    ),
+]
+
 
 def run_case(out: Path, case: tuple, python: str) -> Path:
     name, fault, rank, step, _cat, _culprits, _action, extra = case
@@ -102,9 +118,9 @@ def main() -> None:
     p.add_argument("out", type=Path)
     p.add_argument("--only", nargs="*")
     p.add_argument("--python", default=sys.executable)
-    p.add_argument("--set", choices=("1", "2", "3"), default="1", help="2, 3: a later set (CASES_2, CASES_3)")
+    p.add_argument("--set", choices=("1", "2", "3", "4"), default="1", help="2 to 4: a later set (CASES_2 ...)")
     a = p.parse_args()
-    for case in {"1": CASES, "2": CASES_2, "3": CASES_3}[a.set]:
+    for case in {"1": CASES, "2": CASES_2, "3": CASES_3, "4": CASES_4}[a.set]:
         if a.only and case[0] not in a.only:
             continue
         d = run_case(a.out, case, a.python)

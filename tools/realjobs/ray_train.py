@@ -40,14 +40,16 @@ FAULTS = (
     "stack_dump",
     "logged_exit",
     "unicode",
+    "exit_message",
+    "ckpt_stall",
 )
 
 
 def more_faults(fault: str, rank: int, step: int, log: logging.Logger) -> None:
-    """The faults set 13 and 14 of ``train.py`` brought, for the Ray and framework jobs (called on
+    """The faults sets 13 to 15 of ``train.py`` brought, for the Ray and framework jobs (called on
     the rank the fault hits, at its step): a background thread's exception the job trains on
     through, a faulthandler dump of every thread while debugging, a trainer that logs what it
-    caught and exits 1, a text shard that is not UTF-8."""
+    caught and exits 1, a text shard that is not UTF-8, ``sys.exit`` with a message."""
     if fault == "thread_exc":
         import threading
 
@@ -71,6 +73,21 @@ def more_faults(fault: str, rank: int, step: int, log: logging.Logger) -> None:
             fh.write(b"the quick brown fox \xff\xfe jumps\n")
         with open(bad, encoding="utf-8") as fh:
             fh.read()
+    if fault == "exit_message":  # sys.exit with a string: CPython prints it to stderr, status 1
+        sys.exit(f"shard {rank}: no samples left after filtering at step {step}")
+
+
+def stall_at_save(fault: str, hit: bool, step: int, timeout: float, log: logging.Logger) -> None:
+    """Set 15's checkpoint stall, on every rank at its step: the rank the fault hits logs its save
+    and its write hangs past the process-group timeout; every rank then waits at the barrier."""
+    if fault != "ckpt_stall":
+        return
+    import torch.distributed as dist
+
+    if hit:
+        log.info("saving checkpoint at step %d", step)
+        time.sleep(timeout + 20)
+    dist.barrier()
 
 
 def parse() -> argparse.Namespace:
@@ -148,6 +165,8 @@ def train_loop(cfg: dict[str, Any]) -> None:
             if fault == "hang":
                 time.sleep(3600)  # a stuck read from remote storage
             more_faults(fault, rank, step, log)
+        if step == at:
+            stall_at_save(fault, hit, step, cfg["timeout"], log)
         if fault == "size_mismatch" and step == at:
             metrics = torch.zeros(3000 if hit else 2000)  # a metrics buffer of another size
             dist.all_reduce(metrics)
@@ -170,7 +189,7 @@ def main() -> None:
     ray.init(num_cpus=a.workers, include_dashboard=False)
     trainer = TorchTrainer(
         train_loop,
-        train_loop_config={k: getattr(a, k) for k in ("fault", "rank", "step", "steps", "style", "data")},
+        train_loop_config={k: getattr(a, k) for k in ("fault", "rank", "step", "steps", "style", "data", "timeout")},
         scaling_config=ScalingConfig(num_workers=a.workers, use_gpu=False),
         torch_config=TorchConfig(backend="gloo", timeout_s=int(a.timeout)),
         run_config=RunConfig(
