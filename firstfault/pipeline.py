@@ -148,6 +148,7 @@ def _after_parse(
         training_end=pr.ctx.training_end,
         cut_traceback=min(pr.ctx.cut_traceback.values(), default=None),
         file_spans=_console_spans(bundle, pr),
+        last_words=pr.ctx.last_words,
     )
     verdict = attribute(corr, inp, warnings, later=later)
     stats = {

@@ -166,3 +166,40 @@ def test_the_rank_that_lost_its_peers_only_after_they_timed_out_is_the_one_they_
     assert str(v.category) == "hang"
     assert v.culprit.ranks == [0]
     assert not any("slurmd.log" in r for r in v.reasons)
+
+
+def test_a_rank_that_exited_without_a_traceback_is_quoted_from_its_own_stderr() -> None:
+    """Torchrun set 15: rank 1 calls `sys.exit("shard 1: no samples left after filtering at step 3")`;
+    CPython prints the message to its stderr (torchrun's per-rank stderr.log) and exits 1. The
+    verdict said "exitcode : 1" and that "the error it printed is not in the log": it is, the last
+    line of that rank's own stderr, which no signature knows."""
+    v = _v("o_exit_message_r1_print")
+    assert str(v.category) == "application_error" and v.culprit.ranks == [1]
+    assert "no samples left after filtering" in v.summary
+    assert any("stderr.log:" in r and "no samples left" in r for r in v.reasons)
+
+
+def test_a_warning_or_a_frame_at_the_end_of_a_ranks_stderr_is_not_its_last_words(tmp_path: Path) -> None:
+    """A rank's stderr that ends on a warning's source line (or a traceback's frame) ends on no
+    message of the process's own: nothing is quoted, rather than "cpu = _conversion_method_template(...)"."""
+    from firstfault.discover import SourceFile
+    from firstfault.parse.base import ParseContext
+    from firstfault.parse.facts import _last_words
+    from firstfault.vocab import FileKind
+
+    def last(lines: list[str]) -> dict[int, tuple[str, str]]:
+        ctx = ParseContext()
+        sf = SourceFile(tmp_path / "stderr.log", "logs/x/attempt_0/2/stderr.log", FileKind.ELASTIC_RANK_LOG, 1)
+        sf.stream, sf.local_rank = "stderr", 2
+        _last_words(lines, 1, sf, ctx)
+        return ctx.last_words
+
+    warned = [
+        "/venv/lib/python3.11/site-packages/torch/_subclasses/functional_tensor.py:368: UserWarning: Failed to "
+        "initialize NumPy: No module named 'numpy'",
+        '  cpu = _conversion_method_template(device=torch.device("cpu"))',
+    ]
+    assert last(warned) == {}
+    assert last(warned[:1]) == {}
+    said = last([*warned, "shard 2: no samples left after filtering at step 5", ""])
+    assert said[2][1] == "shard 2: no samples left after filtering at step 5"

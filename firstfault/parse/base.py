@@ -140,6 +140,10 @@ class ParseContext:
     # file -> "file:line: text" of the last frame where the file ends inside a Python traceback
     # (its exception line never printed: a paste cut there, a process killed mid-print)
     cut_traceback: dict[str, str] = field(default_factory=dict)
+    # rank -> ("file:line", text) of the last line its own stderr file holds (torchrun's per-rank
+    # stderr.log on one host, a log named for its rank): what a rank that exited without a
+    # traceback wrote last ("shard 3: no samples left", sys.exit's message)
+    last_words: dict[int, tuple[str, str]] = field(default_factory=dict)
 
     def progress(self, attempt: int | None = None) -> dict[int, Progress]:
         """Per-rank progress of one attempt (default: the first one seen)."""

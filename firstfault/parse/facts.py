@@ -259,6 +259,35 @@ def _cut_traceback(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseCo
         ctx.job_evidence = True
 
 
+def _last_words(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext) -> None:
+    """The last line a rank's own stderr holds: torchrun's per-rank ``stderr.log`` (on one host,
+    where its local rank is the rank) or a text log named for its rank. A rank that exited with a
+    failing code and no traceback often said why on its way out (``sys.exit("...")`` prints its
+    message there; so does a script's ``print(..., file=sys.stderr)`` before ``exit(1)``); the
+    verdict quotes it instead of calling the reason missing. The tail read holds the file's end."""
+    if sf.kind == FileKind.ELASTIC_RANK_LOG:
+        if sf.stream != "stderr" or sf.host is not None or sf.local_rank is None:
+            return
+        rank = sf.local_rank
+    elif sf.rank is not None:
+        rank = sf.rank
+    else:
+        return
+    for i in range(len(lines) - 1, -1, -1):
+        bare = strip_prefixes(lines[i])[0].rstrip()
+        if not bare:
+            continue
+        # an indented line is a traceback's frame or a warning's source line, and a warning is one
+        # the process went on from: the file ends on neither the process's own last message
+        if bare[0] not in " \t" and not _WARNING_LINE.search(bare):
+            ctx.last_words[rank] = (f"{sf.rel}:{first_no + i}", bare[:MAX_TEXT])
+        return
+
+
+# CPython's warnings.formatwarning: "path:lineno: CategoryWarning: message"
+_WARNING_LINE = re.compile(r":\d+: \w*Warning: ")
+
+
 def _time_at_or_above(lines: list[str], i: int, ctx: ParseContext) -> float | None:
     """The time of line ``i``, else of the nearest line above it that has one (a line with a
     training word, or one with a clock's colon: the lines that can carry a time)."""
@@ -409,6 +438,7 @@ def absorb_lines(
     training_marks(lines, ctx, tail_text)
     _training_end(lines, first_no, sf, ctx)
     _cut_traceback(lines, first_no, sf, ctx)
+    _last_words(lines, first_no, sf, ctx)
     pids = worker_ranks(head_text, tail_text)
     _training_after(lines, first_no, sf, ctx, tail_text, pids)
     if first_no > 1 and head is not lines:

@@ -11,6 +11,7 @@ The verdict is final when :func:`attribute` returns: network localisation is par
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from firstfault.reason.candidates import (
@@ -28,7 +29,14 @@ from firstfault.reason.causality import OddValue, odd_reported_value
 from firstfault.reason.chain import chain, fr_links, later_links, recurrences, restart_failed_otherwise
 from firstfault.reason.confidence import confidence
 from firstfault.reason.configuration import before_training, common_failure, template_key
-from firstfault.reason.correlate import Candidate, Correlation, arrival_order, candidate_order
+from firstfault.reason.correlate import (
+    Candidate,
+    Correlation,
+    arrival_order,
+    candidate_order,
+    exit_reading,
+    exit_signal,
+)
 from firstfault.reason.crash_site import apply_crash_site
 from firstfault.reason.flightrec import fr_companions
 from firstfault.reason.hypothesis import DEFAULT_ACTION, hypothesis
@@ -81,6 +89,23 @@ def _less(conf: float, why: list[str], penalty: float, because: str) -> float:
     return round(max(0.05, conf - penalty), 3)
 
 
+def _with_last_words(win: Candidate, inp: ReasoningInput) -> Candidate:
+    """A rank that exited with a failing code and no traceback, with what its own stderr file
+    says last: ``sys.exit("shard 3: no samples left")`` and a script's message before ``exit(1)``
+    land there. The exit record says only that it failed; its last line is what a reader looks at
+    next, quoted as a fact, not as a cause a signature recognised. A killed rank's last line was
+    written before the signal and says nothing of it: not quoted."""
+    if win.kind != CandidateKind.EXIT or win.event is None or win.rank is None or exit_signal(win.event):
+        return win
+    said = inp.last_words.get(win.rank)
+    if said is None:
+        return win
+    where, text = said
+    how, _ = exit_reading(win.event)
+    reasons = [*win.reasons, f"the last line rank {win.rank} wrote to its stderr ({where}): {text}"]
+    return dataclasses.replace(win, what=f"{how}; its stderr's last line: {text}", reasons=reasons)
+
+
 def attribute(
     corr: Correlation, inp: ReasoningInput, warnings: Sequence[str] = (), later: Sequence[Event] = ()
 ) -> Verdict:
@@ -91,6 +116,7 @@ def attribute(
         return _finish(_no_root(corr, inp, warnings), inp)
     win, rest = _winner(cands, corr, inp)
     world = world_size(corr, inp)
+    win = _with_last_words(win, inp)
     hyp = hypothesis(win, corr, inp)
     if win.kind == CandidateKind.COMMON:
         hyp.culprit.ranks, hyp.culprit.hosts, hyp.culprit.gpus = [], [], []

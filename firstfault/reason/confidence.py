@@ -66,9 +66,14 @@ def confidence(
     why.append(f"{base:.2f} for {_KIND_PHRASE.get(win.kind, 'a candidate')}")
     if generic_exit(win):
         score -= GENERIC_EXIT_PENALTY
+        said = ev.last_words.get(win.rank) if win.rank is not None else None
         why.append(
             f"-{GENERIC_EXIT_PENALTY:.2f}: its exit status says the process failed, not why; "
-            "the error it printed is not in the log"
+            + (
+                f"its stderr's last line ({said[0]}) is no error a signature knows"
+                if said
+                else "no error of its own is in the log"
+            )
         )
     others = [c for c in rest if (c.rank != win.rank or c.host != win.host) and not _same_stop(win.event, c.event)]
     if others and win.ts is not None and others[0].ts is not None:

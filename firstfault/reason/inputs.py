@@ -42,6 +42,8 @@ class ReasoningInput:
     cut_traceback: str | None = None
     # each job-output file's first and last time (a node's console that stopped before its peers failed)
     file_spans: dict[str, tuple[float, float] | None] = field(default_factory=dict)  # None: no timed line
+    # rank -> ("file:line", text): the last line its own stderr file holds (``parse.facts._last_words``)
+    last_words: dict[int, tuple[str, str]] = field(default_factory=dict)
 
 
 def fr_culprits(fr: FRAnalysis | None) -> list[FRCulprit]:
