@@ -203,3 +203,20 @@ def test_a_warning_or_a_frame_at_the_end_of_a_ranks_stderr_is_not_its_last_words
     assert last(warned[:1]) == {}
     said = last([*warned, "shard 2: no samples left after filtering at step 5", ""])
     assert said[2][1] == "shard 2: no samples left after filtering at step 5"
+
+
+@pytest.mark.parametrize(("case", "rank"), [("dsf_exit_message_r1", 1), ("dsf_exit_message_r2_ranklogs", 2)])
+def test_a_rankless_coded_exit_is_the_quiet_ranks_own_error(case: str, rank: int) -> None:
+    """DeepSpeed set 3: one rank calls `sys.exit("shard N: no samples left ...")`; the launcher logs
+    "[...] exits with return code = 1" with the command of the last process it started, and the
+    peers lose their connections. It read "process crash" (a rank that left without a word), and
+    on the console alone "configuration": the launcher's echo of its command ("--rank 1 --step 4
+    --steps 20") was taken for rank 1's progress before training. A command's option is no
+    progress; the quiet rank owns the one rank-less record, and a code (not a signal) is the
+    process ending itself with an error: an application error, quoted from its own log where
+    the bundle has one (`--enable_each_rank_log`)."""
+    v = _v(case)
+    assert str(v.category) == "application_error"
+    assert v.culprit.ranks == [rank]
+    if case.endswith("ranklogs"):
+        assert "no samples left after filtering" in v.summary

@@ -18,7 +18,8 @@ LITERALS = ("step ", "step:", "iteration ", "iter ", "Iter ", "Iter(train)")
 # straggler apart: the wall time of a synchronous step is the same on every rank.
 _OWN_MS = re.compile(r"\b(?:compute_ms|compute time \(ms\)|fwd_bwd_ms)[ =:]\s*(?P<ms>[\d.]+)")
 _PATTERNS = [
-    re.compile(r"\bstep[ :=]\s*(?P<step>\d+)\b(?:.*?\bstep_time_ms[ =:]\s*(?P<ms>[\d.]+))?"),
+    # not a command line's option ("--step 4 --steps 20" in the launcher's echo of its command)
+    re.compile(r"(?<![-\w])step[ :=]\s*(?P<step>\d+)\b(?:.*?\bstep_time_ms[ =:]\s*(?P<ms>[\d.]+))?"),
     re.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\):\s*(?P<ms>[\d.]+)"),
     # an iteration counter with its total: a print's "iter 3/20 | loss 2.29 | 17.9 ms/it", mmcv's
     # "Iter [100/1000]", mmengine's "Iter(train) [  50/160000]"

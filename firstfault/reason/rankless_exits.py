@@ -30,31 +30,43 @@ from firstfault.vocab import CandidateKind, Category, RankProgress, Role, Severi
 
 
 def own_rankless_kill(out: list[Candidate], corr: Correlation, ev: ReasoningInput) -> None:
-    """The quiet rank its peers lost first takes the launcher's one record of a process killed by
-    a signal that names no rank: DeepSpeed's "exits with return code = -9" names the command of the
-    last process it started, not the one that died (``parse.hooks.command_local_rank``), and the
-    rank the peers lost without a word is the process that was killed. A SIGKILL is then read as
-    a bare one is (a suspected OOM kill), any other signal as a crash."""
+    """The quiet rank its peers lost first takes the launcher's one record of a process that died
+    and names no rank: DeepSpeed's "exits with return code = -9" names the command of the last
+    process it started, not the one that died (``parse.hooks.command_local_rank``), and the rank
+    the peers lost without a word is the process that ended. A SIGKILL is then read as a bare one
+    is (a suspected OOM kill), any other signal as a crash, and a code (``sys.exit(1)``, a script's
+    ``exit(1)`` after its message) as the process ending itself with an error it reported by its
+    status: an application error, quoted from its own stderr where the bundle has it."""
     c = out[0] if out else None
     if c is None or c.category != Category.PROCESS_CRASH or c.rank is None:
         return
-    kills = [
+    ends = [
         e
         for e in corr.host_events.get("", [])
-        if is_exit_record(e) and (sig := exit_signal(e)) is not None and sig not in TEARDOWN_SIGNALS
+        if is_exit_record(e) and exit_signal(e) not in TEARDOWN_SIGNALS and e.fields.get("exitcode") not in ("0", None)
     ]
-    if len(kills) != 1:
+    if len(ends) != 1:
         return
-    (kill,) = kills
-    sig = exit_signal(kill)
+    (end,) = ends
+    sig = exit_signal(end)
+    how, _ = exit_reading(end)
     premise = (
-        f"the launcher's record of a process killed by {sig} names no rank ({kill.source}:{kill.line}); "
+        f"the launcher's record of a process that {how} names no rank ({end.source}:{end.line}); "
         f"rank {c.rank}, the one its peers lost without a word, is that process"
     )
-    c.supporting.append(kill)
-    if sig == "SIGKILL" and silent_kill_suspects_oom(c.reasons, premise, ev.kernel_logs):
+    c.supporting.append(end)
+    if sig is None:
+        c.category = Category.APPLICATION_ERROR
+        c.reasons.append(premise)
+        said = ev.last_words.get(c.rank)
+        if said is not None:
+            c.reasons.append(f"the last line rank {c.rank} wrote to its stderr ({said[0]}): {said[1]}")
+        c.what = f"{how}; its peers lost their connections to it" + (
+            f"; its stderr's last line: {said[1]}" if said else ""
+        )
+    elif sig == "SIGKILL" and silent_kill_suspects_oom(c.reasons, premise, ev.kernel_logs):
         c.category = Category.HOST_OOM
-    elif sig != "SIGKILL":
+    else:
         c.reasons.append(premise)
 
 
