@@ -579,6 +579,37 @@ CASES_15: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]
 ]
 
 
+# A sixteenth set, written 2026-12-07 and scored once before any rule of its own: torch.compile,
+# which 2025-26 training stacks turn on by default. A healthy run whose compiled helper recompiles
+# past torch._dynamo's limit (a warning with a user stack trace, and training goes on in eager), and
+# a model compiled with fullgraph=True whose forward branches on a tensor's value: every rank
+# raises dynamo's UserError at the first forward.
+CASES_16: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("p_compile_recompile_healthy", "compile_recompile", 0, 0, "none", [], "none", {"timeout": 120.0}),
+    (
+        "p_compile_recompile_healthy_print_2r",
+        "compile_recompile",
+        0,
+        0,
+        "none",
+        [],
+        "none",
+        {"nproc": 2, "style": "print", "timeout": 120.0},
+    ),
+    ("p_compile_fullgraph_all", "compile_fullgraph", 0, 0, "configuration", [], "stop", {"timeout": 120.0}),
+    (
+        "p_compile_fullgraph_all_rankfmt_3r",
+        "compile_fullgraph",
+        0,
+        0,
+        "configuration",
+        [],
+        "stop",
+        {"nproc": 3, "style": "rankfmt", "timeout": 120.0},
+    ),
+]
+
+
 def run_cases(out: Path, cases: list[tuple], run: Callable[[Path, tuple], Path], jobs: int) -> None:
     """Run ``cases`` ``jobs`` at a time, printing each one's name and exit status as it is written."""
     with ThreadPoolExecutor(jobs) as ex:
@@ -715,8 +746,8 @@ def main() -> None:
         "--set",
         type=int,
         default=1,
-        choices=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 60),
-        help="1 to 15 (2 and 4 held out); 60: set 6's development case",
+        choices=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 60),
+        help="1 to 16 (2 and 4 held out); 60: set 6's development case",
     )
     a = ap.parse_args()
     sets = {
@@ -735,6 +766,7 @@ def main() -> None:
         13: CASES_13,
         14: CASES_14,
         15: CASES_15,
+        16: CASES_16,
     }
     chosen = {**sets, 60: CASES_6_DEV}[a.set]
     cases = [c for c in chosen if not a.only or c[0] in a.only]

@@ -98,6 +98,8 @@ FAULTS = (
     "ckpt_stall",
     "lr_order",
     "exit_message",
+    "compile_recompile",
+    "compile_fullgraph",
 )
 
 
@@ -105,6 +107,20 @@ def upload_metrics(step: int) -> None:
     """A background thread's upload that fails: CPython prints "Exception in thread ..." and its
     traceback to stderr, and the main thread trains on (the job is healthy)."""
     raise ConnectionError(f"metrics endpoint http://metrics.internal:9000 refused the upload of step {step}")
+
+
+def tagged_metric(loss: object, tag: str) -> object:
+    """A compiled helper that guards on a string argument: each new tag recompiles it, until
+    torch._dynamo's recompile limit (8) and a warning; training goes on (the job is healthy)."""
+    import torch
+
+    global _TAGGED
+    if _TAGGED is None:
+        _TAGGED = torch.compile(lambda x, t: x * len(t) + 1)
+    return _TAGGED(loss, tag)
+
+
+_TAGGED = None
 
 
 def flatten(tree: dict[str, object], prefix: str = "") -> dict[str, object]:
@@ -311,6 +327,19 @@ def main() -> None:
     )
     hidden = 512 if a.fault == "model_mismatch" and hit else 256  # a rank that read another config
     net = nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 10))
+    if a.fault == "compile_fullgraph":  # torch.compile(fullgraph=True) of a model with a data-dependent branch
+
+        class Gated(nn.Module):
+            def __init__(self, body: nn.Module) -> None:
+                super().__init__()
+                self.body = body
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                if x.abs().sum().item() > 1e6:  # skip outlier batches: a branch on a tensor's value
+                    x = x.clamp(-10, 10)
+                return self.body(x)  # type: ignore[no-any-return]
+
+        net = torch.compile(Gated(net), fullgraph=True)  # type: ignore[assignment]
     if a.fault == "model_mismatch" and hit:
         net.append(nn.Dropout(0.1)).append(nn.Linear(10, 10))
     if a.fault == "unused_param":
@@ -391,6 +420,8 @@ def main() -> None:
         if by_hand:  # no DDP: the gradients are all-reduced by hand
             for p in net.parameters():
                 dist.all_reduce(p.grad)
+        if a.fault == "compile_recompile":  # a compiled metric keyed by a tag that changes every step
+            tagged_metric(loss.detach(), f"step-{step}")
         if a.fault.startswith("clip_"):  # the recipe clips, and refuses a non-finite norm
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)
         if sched is not None:
