@@ -220,3 +220,17 @@ def test_a_rankless_coded_exit_is_the_quiet_ranks_own_error(case: str, rank: int
     assert v.culprit.ranks == [rank]
     if case.endswith("ranklogs"):
         assert "no samples left after filtering" in v.summary
+
+
+@pytest.mark.parametrize("case", ["tail_compile_fullgraph_4r", "tail_compile_fullgraph_3r"])
+def test_a_set_up_failure_seen_in_a_tail_names_no_rank_by_its_exit_code(case: str) -> None:
+    """The last 60 lines of torchrun set 16's consoles: `torch.compile(fullgraph=True)` over a
+    data-dependent branch raises dynamo's UserError on every rank at the first forward; the tail
+    holds the end of one rank's message (dynamo's "For more information about this error, see:"
+    and "Set TORCHDYNAMO_VERBOSE=1" hints) and torchrun's summary. The hints read as an error line
+    of rank 1's own (it "went further"), and rank 1's record "exitcode : 1" as a line naming its
+    own input: rank 1 (or rank 0) was blamed for a failure every rank meets. The hints are part of
+    the message, and an exit record's status and pid name no rank's input."""
+    v = _v(case)
+    assert str(v.category) == "configuration"
+    assert v.culprit.ranks == []

@@ -478,8 +478,11 @@ _NUMBERS = re.compile(r"(?<![\d.])\d+(?!\.\d)")
 
 def _names_rank(root: Event | None, rank: int) -> bool:
     """Does the failure's own line carry the rank's number (its shard, its device, its port)? Then
-    it is about that rank's own input, which the others, stopped first, may well have had."""
-    return root is not None and rank in {int(n) for n in _NUMBERS.findall(root.text)[:50] if len(n) < 9}
+    it is about that rank's own input, which the others, stopped first, may well have had. A
+    launcher's exit record carries a status and a pid, never the rank's input ("exitcode : 1")."""
+    if root is None or is_exit_record(root):
+        return False
+    return rank in {int(n) for n in _NUMBERS.findall(root.text)[:50] if len(n) < 9}
 
 
 def went_further(v: RankView) -> bool:
