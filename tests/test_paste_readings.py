@@ -608,3 +608,26 @@ def test_an_nccl_tests_table_pasted_without_its_hashes_is_a_healthy_run(tmp_path
         "          64            16     float     sum    10.14    0.01    0.01  0e+00    10.31    0.01    0.01  0e+00\n"
     )
     assert str(analyze(log).category) == "none"
+
+
+def test_a_wait_for_the_roots_nccl_id_before_training_is_the_set_up_and_names_whom_it_waited_for(
+    tmp_path: Path,
+) -> None:
+    """A rank that timed out reading rank 0's ncclUniqueId from the store waited for rank 0, which
+    never published it (a dataset map on rank 0 that outlasted the process-group timeout: the
+    public HALOs README, a ChatGLM2 fine-tune thread whose paste this line is, untagged). Before
+    training, with no rank of the waiter's own on the line, it is the set-up's (the timeout was too
+    short for rank 0's start-up), no rank is blamed, and the headline does not say rank 0 "is the
+    only rank in the log", which has no line of its own. (A waiter's line tagged "[rank1]:" makes
+    its peer's silence the reading instead, as a rank that started late does: hang on rank 0.)"""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "This may indicate a possible application crash on rank 0 or a network set up issue.[7] is setting up "
+        "NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but "
+        "store->get('0') got error: Socket Timeout\n"
+    )
+    v = analyze(log)
+    assert str(v.category) == "configuration"
+    assert v.culprit.ranks == []
+    assert "only rank 0 is in the log" not in v.summary
+    assert "rank 0, which the others waited for" in v.summary

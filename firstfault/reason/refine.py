@@ -468,6 +468,14 @@ def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInpu
             )
         hyp.reasons.append(f"{how}: {why}, so no rank is named")
         return
+    if rank not in seen:  # named by the ranks that waited for it, with no line of its own
+        hyp.summary = hyp.summary.replace(
+            f" on rank {rank}", f" (rank {rank}, which the others waited for, shows nothing)", 1
+        )
+        hyp.reasons.append(
+            f"rank {rank}, which the others waited for, has no line of its own in the log: {why}, so no rank is named"
+        )
+        return
     hyp.summary = hyp.summary.replace(f" on rank {rank}", f" (only rank {rank} is in the log)", 1)
     hyp.reasons.append(f"rank {rank} is the only rank in the log: {why}, so no rank is named")
 
