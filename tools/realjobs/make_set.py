@@ -584,19 +584,13 @@ CASES_15: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]
 # past torch._dynamo's limit (a warning with a user stack trace, and training goes on in eager), and
 # a model compiled with fullgraph=True whose forward branches on a tensor's value: every rank
 # raises dynamo's UserError at the first forward.
+COMPILING: dict[str, object] = {"timeout": 120.0}  # four ranks compiling on two cores: a first step of minutes
+PRINT_2R: dict[str, object] = {"nproc": 2, "style": "print"}
+RANKFMT_3R: dict[str, object] = {"nproc": 3, "style": "rankfmt"}
 CASES_16: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
-    ("p_compile_recompile_healthy", "compile_recompile", 0, 0, "none", [], "none", {"timeout": 120.0}),
-    (
-        "p_compile_recompile_healthy_print_2r",
-        "compile_recompile",
-        0,
-        0,
-        "none",
-        [],
-        "none",
-        {"nproc": 2, "style": "print", "timeout": 120.0},
-    ),
-    ("p_compile_fullgraph_all", "compile_fullgraph", 0, 0, "configuration", [], "stop", {"timeout": 120.0}),
+    ("p_compile_recompile_healthy", "compile_recompile", 0, 0, "none", [], "none", COMPILING),
+    ("p_compile_recompile_healthy_print_2r", "compile_recompile", 0, 0, "none", [], "none", {**PRINT_2R, **COMPILING}),
+    ("p_compile_fullgraph_all", "compile_fullgraph", 0, 0, "configuration", [], "stop", COMPILING),
     (
         "p_compile_fullgraph_all_rankfmt_3r",
         "compile_fullgraph",
@@ -605,7 +599,7 @@ CASES_16: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]
         "configuration",
         [],
         "stop",
-        {"nproc": 3, "style": "rankfmt", "timeout": 120.0},
+        {**RANKFMT_3R, **COMPILING},
     ),
 ]
 
