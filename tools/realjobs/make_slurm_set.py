@@ -1,6 +1,6 @@
 """Build firstfault's development set of real SLURM jobs from ``train.py`` (not the simulator).
 
-    python tools/realjobs/make_slurm_set.py OUT [--set 1|2|3|4|5] [--only CASE ...]
+    python tools/realjobs/make_slurm_set.py OUT [--set 1|2|3|4|5|6] [--only CASE ...]
     (set 3 runs JAX: JAX_PYTHON=<a python with jax> python tools/realjobs/make_slurm_set.py OUT --set 3)
 
 A real SLURM (Debian's slurmctld/slurmd/munge, two nodes on this host, started by
@@ -123,7 +123,17 @@ CASES_5: list[tuple[str, str, int, int, str, list[int], list[str], str, dict[str
     ),
     ("s5_lr_order_healthy_torchrun", "lr_order", 0, 0, "none", [], [], "none", {"launcher": "torchrun"}),
 ]
-SETS = {1: CASES, 2: CASES_2, 3: CASES_3, 4: CASES_4, 5: CASES_5}
+# A sixth set, written 2026-12-07 with torchrun set 16, scored once before any rule of its own: the
+# other launcher of each family (torchrun in the batch script where set 5 used srun, and back),
+# and torch.compile under srun.
+CASES_6: list[tuple[str, str, int, int, str, list[int], list[str], str, dict[str, object]]] = [
+    ("s6_exit_message_r2", "exit_message", 2, 4, "application_error", [2], [], "stop", {}),
+    ("s6_ckpt_stall_r0_torchrun", "ckpt_stall", 0, 4, "hang", [0], [], "restart", {"launcher": "torchrun"}),
+    ("s6_clip_nonfinite_r1_torchrun", "clip_nonfinite", 1, 5, "numerical", [], [], "stop", {"launcher": "torchrun"}),
+    ("s6_compile_fullgraph_all", "compile_fullgraph", 0, 0, "configuration", [], [], "stop", {"timeout": 120.0}),
+    ("s6_compile_recompile_healthy", "compile_recompile", 0, 0, "none", [], [], "none", {"timeout": 120.0}),
+]
+SETS = {1: CASES, 2: CASES_2, 3: CASES_3, 4: CASES_4, 5: CASES_5, 6: CASES_6}
 
 
 class MemCluster(SlurmCluster):
