@@ -559,7 +559,7 @@ CASES_14: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]
 ]
 
 
-# A fifteenth set, written 2026-12-08 before any run and scored once before any rule of its own:
+# A fifteenth set, written 2026-12-07 before any run and scored once before any rule of its own:
 # gradient clipping that refuses a non-finite norm (one rank's batch overflows, DDP's all-reduce
 # gives every rank the same gradient, so every rank raises at once and no line shows whose batch it
 # was: no rank named), rank 0's checkpoint write stuck on a slow filesystem while its peers wait at

@@ -105,7 +105,7 @@ CASES_4: list[tuple[str, str, int, int, str, list[int], list[str], str, dict[str
     ("s4_unicode_r3_torchrun", "unicode", 3, 4, "application_error", [3], [], "stop", {"launcher": "torchrun"}),
     ("s4_backward_hang_r1", "backward_hang", 1, 5, "hang", [1], [], "restart", {"time": "1"}),
 ]
-# A fifth set, written 2026-12-08 with torchrun set 15, scored once before any rule of its own: its
+# A fifth set, written 2026-12-07 with torchrun set 15, scored once before any rule of its own: its
 # families under srun and under torchrun in a batch script.
 CASES_5: list[tuple[str, str, int, int, str, list[int], list[str], str, dict[str, object]]] = [
     ("s5_clip_nonfinite_r2", "clip_nonfinite", 2, 4, "numerical", [], [], "stop", {}),

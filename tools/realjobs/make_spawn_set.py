@@ -91,7 +91,7 @@ CASES_5: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("se_backward_hang_r3", "backward_hang", 3, 5, "hang", [3], "restart", {}),
 ]
 
-# A sixth set, written 2026-12-08 with torchrun set 15, scored once before any rule of its own: its
+# A sixth set, written 2026-12-07 with torchrun set 15, scored once before any rule of its own: its
 # families under mp.spawn's one shared console.
 CASES_6: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
     ("sf_clip_nonfinite_r3", "clip_nonfinite", 3, 4, "numerical", [], "stop", {}),

@@ -46,8 +46,8 @@ FAULTS = (
 
 
 def more_faults(fault: str, rank: int, step: int, log: logging.Logger) -> None:
-    """The faults sets 13 to 15 of ``train.py`` brought, for the Ray and framework jobs (called on
-    the rank the fault hits, at its step): a background thread's exception the job trains on
+    """The faults sets 13 to 15 brought, one piece for ``train.py`` and the Ray and framework jobs
+    (called on the rank the fault hits, at its step): a background thread's exception the job trains on
     through, a faulthandler dump of every thread while debugging, a trainer that logs what it
     caught and exits 1, a text shard that is not UTF-8, ``sys.exit`` with a message."""
     if fault == "thread_exc":

@@ -19,10 +19,11 @@ import os
 import signal
 import sys
 import tempfile
-import threading
 import time
 import warnings
 from datetime import timedelta
+
+from ray_train import more_faults, stall_at_save  # the sibling script's faults (it imports no Ray at load)
 
 FAULTS = (
     "none",
@@ -101,12 +102,6 @@ FAULTS = (
     "compile_recompile",
     "compile_fullgraph",
 )
-
-
-def upload_metrics(step: int) -> None:
-    """A background thread's upload that fails: CPython prints "Exception in thread ..." and its
-    traceback to stderr, and the main thread trains on (the job is healthy)."""
-    raise ConnectionError(f"metrics endpoint http://metrics.internal:9000 refused the upload of step {step}")
 
 
 def tagged_metric(loss: object, tag: str) -> object:
@@ -434,11 +429,8 @@ def main() -> None:
             time.sleep(0.3)  # slow enough for a memory sampler of one second to see it grow
         if a.fault.startswith("dcp_") and step == a.step:
             save_dcp(a, model, step, rank, hit)
-        if a.fault == "ckpt_stall" and step == a.step:  # rank 0 saves; its write hangs on a slow filesystem
-            if hit:
-                log.info("saving checkpoint at step %d", step)
-                time.sleep(a.timeout + 20)
-            dist.barrier()  # every rank waits for the save before training on
+        if step == a.step:  # rank 0 saves; its write hangs on a slow filesystem while every rank waits
+            stall_at_save(a.fault, hit, step, a.timeout, log)
         if a.fault == "rank0_barrier" and rank == 0 and step == a.step:
             log.info("saving checkpoint at step %d", step)
             os.makedirs(a.ckpt, exist_ok=True)
@@ -490,8 +482,6 @@ def main() -> None:
             if a.fault == "exit":
                 log.info("early stopping criterion met; leaving the training loop")
                 sys.exit(3)
-            if a.fault == "exit_message":  # sys.exit with a string: CPython prints it to stderr, status 1
-                sys.exit(f"shard {rank}: no samples left after filtering at step {step}")
             if a.fault == "exit0":  # early stopping decided on one rank only: it leaves cleanly
                 log.info("early stopping: validation loss has not improved for 3 evaluations")
                 sys.exit(0)
@@ -503,8 +493,6 @@ def main() -> None:
             if a.fault == "diskfull":
                 log.info("saving checkpoint at step %d", step)
                 torch.save(model.state_dict(), "/dev/full")
-            if a.fault == "thread_exc":  # a background metrics upload fails; training goes on
-                threading.Thread(target=upload_metrics, args=(step,), name="metrics-upload").start()
             if a.fault == "emfile":  # a node whose open-files limit is lower than the others'
                 import resource
 
@@ -512,26 +500,12 @@ def main() -> None:
                 cache = tempfile.mkdtemp(prefix=f"ff-realjobs-cache-{rank}-")  # outside the bundle
                 held = [open(os.path.join(cache, f"index-{i:04d}.idx"), "w") for i in range(128)]  # noqa: SIM115
                 del held
-            if a.fault == "stack_dump":  # someone debugging a slow step dumps the stacks; training goes on
-                import faulthandler
-
-                faulthandler.dump_traceback(all_threads=True)
-            if a.fault == "logged_exit":  # the trainer logs what it caught, then leaves with status 1
-                try:
-                    float(f"lr={step}")
-                except ValueError:
-                    log.exception("step %d failed; stopping", step)
-                    sys.exit(1)
-            if a.fault == "unicode":  # a text shard with a byte that is not UTF-8
-                bad = os.path.join(tempfile.mkdtemp(prefix="ff-realjobs-text-"), f"shard-{rank:05d}.txt")
-                with open(bad, "wb") as fh:
-                    fh.write(b"the quick brown fox \xff\xfe jumps\n")
-                with open(bad, encoding="utf-8") as fh:
-                    fh.read()
             if a.fault == "recursion":  # a config tree that refers to itself, walked recursively
                 node: dict[str, object] = {"name": "optimizer"}
                 node["parent"] = node
                 flatten(node)
+            # a thread's exception, a stack dump, a logged exit, a non-UTF-8 shard, sys.exit("...")
+            more_faults(a.fault, rank, step, log)
         if a.fault == "sigkill_then_peer_exc" and rank != a.rank and step == a.step + 1:
             # the peer's own code raises when a metric round-trip it depends on fails
             try:
