@@ -36,6 +36,7 @@ from firstfault.reason.correlate import (
     candidate_order,
     exit_reading,
     exit_signal,
+    last_words,
 )
 from firstfault.reason.crash_site import apply_crash_site
 from firstfault.reason.flightrec import fr_companions
@@ -97,13 +98,11 @@ def _with_last_words(win: Candidate, inp: ReasoningInput) -> Candidate:
     written before the signal and says nothing of it: not quoted."""
     if win.kind != CandidateKind.EXIT or win.event is None or win.rank is None or exit_signal(win.event):
         return win
-    said = inp.last_words.get(win.rank)
+    said = last_words(inp.last_words, win.rank)
     if said is None:
         return win
-    where, text = said
     how, _ = exit_reading(win.event)
-    reasons = [*win.reasons, f"the last line rank {win.rank} wrote to its stderr ({where}): {text}"]
-    return dataclasses.replace(win, what=f"{how}; its stderr's last line: {text}", reasons=reasons)
+    return dataclasses.replace(win, what=how + said[1], reasons=[*win.reasons, said[0]])
 
 
 def attribute(

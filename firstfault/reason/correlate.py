@@ -352,6 +352,16 @@ def exit_reading(e: Event) -> tuple[str, Category]:
     return f"exited with code {code}", Category.APPLICATION_ERROR
 
 
+def last_words(said: dict[int, tuple[str, str]], rank: int) -> tuple[str, str] | None:
+    """What a rank's own stderr file says last (``parse.facts._last_words``), as a reason and as
+    the tail of a verdict's "what": quoted as a fact, not as a cause a signature recognised."""
+    got = said.get(rank)
+    if got is None:
+        return None
+    where, text = got
+    return f"the last line rank {rank} wrote to its stderr ({where}): {text}", f"; its stderr's last line: {text}"
+
+
 def _exit_candidate(v: RankView) -> Candidate | None:
     """A rank that died with no explanation of its own (no traceback, not torn down)."""
     for ex in v.exits:

@@ -21,12 +21,23 @@ from firstfault.reason.correlate import (
     exit_reading,
     exit_signal,
     is_exit_record,
+    last_words,
     quotes_cause,
 )
 from firstfault.reason.hypothesis import silent_kill_suspects_oom
 from firstfault.reason.inputs import ReasoningInput
 from firstfault.reason.stalls import behind_every_peer
-from firstfault.vocab import CandidateKind, Category, RankProgress, Role, Severity
+from firstfault.vocab import CandidateKind, Category, Event, RankProgress, Role, Severity
+
+
+def _failed_rankless(corr: Correlation) -> list[Event]:
+    """The launcher's records, naming no rank, of a process that failed on its own: a code other
+    than 0, or a signal that was not the launcher's own tear-down."""
+    return [
+        e
+        for e in corr.host_events.get("", [])
+        if is_exit_record(e) and exit_signal(e) not in TEARDOWN_SIGNALS and e.fields.get("exitcode") not in ("0", None)
+    ]
 
 
 def own_rankless_kill(out: list[Candidate], corr: Correlation, ev: ReasoningInput) -> None:
@@ -40,11 +51,7 @@ def own_rankless_kill(out: list[Candidate], corr: Correlation, ev: ReasoningInpu
     c = out[0] if out else None
     if c is None or c.category != Category.PROCESS_CRASH or c.rank is None:
         return
-    ends = [
-        e
-        for e in corr.host_events.get("", [])
-        if is_exit_record(e) and exit_signal(e) not in TEARDOWN_SIGNALS and e.fields.get("exitcode") not in ("0", None)
-    ]
+    ends = _failed_rankless(corr)
     if len(ends) != 1:
         return
     (end,) = ends
@@ -58,12 +65,10 @@ def own_rankless_kill(out: list[Candidate], corr: Correlation, ev: ReasoningInpu
     if sig is None:
         c.category = Category.APPLICATION_ERROR
         c.reasons.append(premise)
-        said = ev.last_words.get(c.rank)
+        said = last_words(ev.last_words, c.rank)
         if said is not None:
-            c.reasons.append(f"the last line rank {c.rank} wrote to its stderr ({said[0]}): {said[1]}")
-        c.what = f"{how}; its peers lost their connections to it" + (
-            f"; its stderr's last line: {said[1]}" if said else ""
-        )
+            c.reasons.append(said[0])
+        c.what = f"{how}; its peers lost their connections to it" + (said[1] if said else "")
     elif sig == "SIGKILL" and silent_kill_suspects_oom(c.reasons, premise, ev.kernel_logs):
         c.category = Category.HOST_OOM
     else:
@@ -80,9 +85,7 @@ def rankless_exit_candidates(corr: Correlation, progress: Sequence[RankProgress]
     for it until the launcher killed them): the exit is given that rank (``stalls.behind_every_peer``).
     """
     out = []
-    for e in corr.host_events.get("", []):
-        if not is_exit_record(e) or exit_signal(e) in TEARDOWN_SIGNALS or e.fields.get("exitcode") in ("0", None):
-            continue
+    for e in _failed_rankless(corr):
         how, cat = exit_reading(e)
         reason = f"a process of the job {how}; no line says which rank it was"
         out.append(Candidate(CandidateKind.EXIT, e, None, e.host, e.ts, cat, [reason]))

@@ -255,8 +255,8 @@ def left_behind_by_the_waiters(corr: Correlation, world: int | None) -> tuple[in
     nothing could be the one, and the rule says nothing."""
     if world is None or sorted(corr.ranks) != list(range(world)) or world < 3:
         return None
-    firsts = {r: v.first_cascade for r, v in corr.ranks.items()}
-    if any(c is None for c in firsts.values()):
+    firsts = {r: v.first_cascade for r, v in corr.ranks.items() if v.first_cascade is not None}
+    if len(firsts) != world:
         return None
     waited = sorted(r for r in firsts if corr.ranks[r].timed_out())
     left = [r for r in firsts if r not in waited]
@@ -264,8 +264,7 @@ def left_behind_by_the_waiters(corr: Correlation, world: int | None) -> tuple[in
         return None
     (r,) = left
     own = firsts[r]
-    assert own is not None
-    if not own.fields.get(PEER_EXITED) or any(sort_key(own) < sort_key(firsts[w]) for w in waited):  # type: ignore[arg-type]
+    if not own.fields.get(PEER_EXITED) or any(sort_key(own) < sort_key(firsts[w]) for w in waited):
         return None
     return r, (
         f"rank(s) {rank_list(waited)} timed out waiting in a collective; rank {r} did not, and lost its "
