@@ -207,6 +207,27 @@ def test_none_completes_with_progress_lines(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_spoiled_healthy_run_is_run_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run planned to succeed that aborts in torch's own teardown (CI, stop 43) is not the
+    bundle its truth names: the simulator runs it again and records the spoiled exit code."""
+    from firstfault_sim import torch_sim
+
+    real = torch_sim._run_bounded
+    calls: list[int] = []
+
+    def first_run_aborts(*args: object, **kw: object) -> tuple[int, bool]:
+        rc, timed_out = real(*args, **kw)  # type: ignore[arg-type]
+        calls.append(rc)
+        return (-6, False) if len(calls) == 1 else (rc, timed_out)
+
+    monkeypatch.setattr(torch_sim, "_run_bounded", first_run_aborts)
+    bundle = simulate_torch(tmp_path / "strag", fault="straggler", rank=1, step=1, nproc=2, steps=3)
+    truth = json.loads((bundle / "truth.json").read_text())
+    assert len(calls) == 2
+    assert truth["spoiled_exit_codes"] == [-6] and truth["exit_code"] == 0
+
+
+@pytest.mark.slow
 def test_exception_writes_error_json_and_fr_dumps(tmp_path: Path) -> None:
     bundle = simulate_torch(tmp_path / "exc", fault="exception", rank=1, step=3, steps=6)
     truth = _check_common(bundle, "exception")
