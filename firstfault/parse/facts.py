@@ -2,7 +2,7 @@
 
 A file's first and last times (the attempt's start, the job's window), training under way and
 its earliest time, the end of training (a step counter at its total), the world size a line
-states, and each rank's progress. Why apart from the line stream (``parse.run``): these are read
+states (``parse.job_marks``), and each rank's progress. Why apart from the line stream (``parse.run``): these are read
 from a file's head and tail only, never from every line, and a live reader folds them in batch
 by batch (``absorb_lines``); the event stream is another pass with other costs.
 """
@@ -17,10 +17,11 @@ from itertools import pairwise
 from firstfault.discover import SourceFile
 from firstfault.parse import progress as progress_mod
 from firstfault.parse.base import MAX_TEXT, ParseContext, Progress
+from firstfault.parse.job_marks import rank_tagged, world_size
 from firstfault.parse.ray import worker_rank, worker_ranks
 from firstfault.parse.timestamps import parse_timestamp
-from firstfault.vocab import FileKind, settings
-from firstfault.vocab.identity import MPI_PREFIX, RANK_PREFIX, srun_labels_agent, strip_prefixes
+from firstfault.vocab import FileKind
+from firstfault.vocab.identity import srun_labels_agent, strip_prefixes
 from firstfault.vocab.text import EXCEPTION_LINE, no_ansi
 
 PROGRESS_TAIL = 16 * 1024  # ~120 progress lines: the last step and the recent step times
@@ -302,88 +303,6 @@ def _time_at_or_above(lines: list[str], i: int, ctx: ParseContext) -> float | No
 
 
 _CLOCKISH = ":"
-# Ray actors that exist only in a training job, as Ray prefixes their lines ("(Name pid=N, ip=..) "):
-# Ray Train's (ray/train/_internal/worker_group.py RayTrainWorker, Ray 1.x's BaseWorkerMixin and
-# BackendExecutor, TorchTrainer and the TrainTrainable it runs as, Train v2's TrainController),
-# verl's colocated WorkerDict (verl/single_controller/ray/base.py create_colocated_worker_cls) and
-# OpenRLHF's PPO roles (openrlhf/trainer/ray: ActorModelRayActor, CriticModelRayActor, ...).
-_RAY_TRAIN_ACTORS = (
-    "(RayTrainWorker ",
-    "(BaseWorkerMixin ",
-    "(BackendExecutor ",
-    "(TorchTrainer ",
-    "(TrainTrainable ",
-    "(TrainController ",
-    "(WorkerDict ",
-    "(ActorModelRayActor ",
-    "(CriticModelRayActor ",
-    "(ReferenceModelRayActor ",
-    "(RewardModelRayActor ",
-)
-# DeepSpeed's rank-tagged logging: ``log_dist`` prefixes "[Rank N] " (deepspeed/utils/logging.py
-# get_dist_msg: "[Rank {}] {}".format(my_rank, message)) under its logger's
-# "[%(filename)s:%(lineno)d:%(funcName)s]" ("[logging.py:96:log_dist] [Rank 0] DeepSpeed info: ...").
-_DEEPSPEED_DIST = re.compile(r"\[logging\.py:\d+:log_dist\] \[Rank -?\d+\] ")
-# A distributed launch as the user typed it above the output: torchrun's own option
-# (torch/distributed/run.py: "--nproc-per-node", "--nproc_per_node"), also taken by
-# ``python -m torch.distributed.run/launch`` and torchtune's ``tune run`` (which runs torchrun).
-_LAUNCH_COMMAND = re.compile(
-    r"^\s*(?:\$ )?(?:torchrun|tune run|python3? -m torch\.distributed\.(?:run|launch))\b.*--nproc[-_]per[-_]node"
-)
-_TAG_LITERALS = ("[rank", ">:", "log_dist] [Rank", "nproc", *_RAY_TRAIN_ACTORS)
-
-
-def _rank_tagged(lines: list[str], ctx: ParseContext, blob: str | None = None) -> None:
-    """Note a line a distributed launcher tagged with its rank: a job's output, whatever it says.
-
-    torch's ``[rank3]:``, mpirun's ``--tag-output`` ``[1,3]<stdout>:``, a Ray Train worker's
-    ``(RayTrainWorker pid=..)`` and DeepSpeed's ``log_dist`` "[Rank 0]" are put there by the job's
-    own machinery; a file of such lines is a job's log even when no line of it is one a signature
-    knows (a healthy run's own prints). So is the launch command pasted above it ("torchrun
-    --nproc_per_node 8 train.py"). ``[defaultN]:`` already makes a file a launcher's console
-    (``discover``); srun's bare ``3: `` is not taken (a numbered list looks the same). Only the fact
-    is noted: the line itself is read as it would be (an error a tagged line carries stays one)."""
-    if ctx.job_evidence:
-        return
-    if blob is not None and not any(lit in blob for lit in _TAG_LITERALS):
-        return
-    for raw in lines:
-        text = raw.lstrip("> ")
-        if (
-            RANK_PREFIX.match(text)
-            or MPI_PREFIX.match(text)
-            or text.startswith(_RAY_TRAIN_ACTORS)
-            or _DEEPSPEED_DIST.search(text)
-            or _LAUNCH_COMMAND.match(text)
-        ):
-            ctx.job_evidence = True
-            return
-
-
-# Lines that state the job's world size: an environment echo, a config dump ("world_size ..... 8"),
-# NCCL's init ("nranks 8"), ProcessGroupNCCL's options ("size: 8, global rank: 0"), Lightning's
-# "MEMBER: 1/8", an MPI launcher's command line ("mpirun -np 32 ...", horovodrun's "-np 4"). A
-# claimed size above ``Limits.max_world`` is not believed (it would only cost memory).
-_WORLD = re.compile(
-    r"(?:\bWORLD_SIZE=|\b[Ww]orld[_ ][Ss]ize\b['\"]?\s*(?:[:=]|\.{3,})\s*|\bn[Rr]anks |\bsize: (?=\d+, global rank: )"
-    r"|\bMEMBER: \d+/|\b(?:mpirun|mpiexec|horovodrun)\b[^\n]{0,200}?\s-(?:np|n)\s+)(?P<n>\d{1,7})\b"
-)
-_WORLD_WORDS = ("ize", "anks", "MEMBER", "mpirun", "mpiexec", "horovodrun")
-
-
-def _world_size(lines: list[str], ctx: ParseContext, blob: str | None = None) -> None:
-    """The largest world size a line of these states (the world group, not a sub-group's size)."""
-    if blob is not None and not any(w in blob for w in _WORLD_WORDS):
-        return
-    for raw in lines:
-        if not any(w in raw for w in _WORLD_WORDS):
-            continue
-        for m in _WORLD.finditer(raw):
-            n = int(m["n"])
-            if 1 < n <= settings.current().limits.max_world and (
-                ctx.topology.world_size is None or n > ctx.topology.world_size
-            ):
-                ctx.topology.world_size = n
 
 
 def head_and_tail(sf: SourceFile, ctx: ParseContext, total_lines: int, own_progress: bool) -> None:
@@ -444,8 +363,8 @@ def absorb_lines(
     if first_no > 1 and head is not lines:
         # only where the tail read does not reach the file's top (a live reader's batch is both)
         _training_below(head, sf, ctx, head_text, pids)
-    _world_size(head, ctx, head_text)
-    _rank_tagged(head, ctx, head_text)
+    world_size(head, ctx, head_text)
+    rank_tagged(head, ctx, head_text)
     if first is not None or last is not None:
         lo, hi = first if first is not None else last, last if last is not None else first
         assert lo is not None and hi is not None
