@@ -101,6 +101,9 @@ FAULTS = (
     "exit_message",
     "compile_recompile",
     "compile_fullgraph",
+    "pp_ring",
+    "pp_skip_send",
+    "reentrant_twice",
 )
 
 
@@ -351,6 +354,26 @@ def main() -> None:
                 return self.body(x)  # type: ignore[no-any-return]
 
         net = WithAuxHead(net)  # type: ignore[assignment]
+    if a.fault == "reentrant_twice":  # a block shared by two layers, each under reentrant checkpointing
+        from torch.utils.checkpoint import checkpoint
+
+        class SharedBlock(nn.Module):
+            """One block applied twice per forward pass (weight sharing, as ALBERT-style models and
+            looped transformers do), each application under reentrant activation checkpointing."""
+
+            def __init__(self) -> None:
+                super().__init__()
+                self.inp = nn.Linear(64, 256)
+                self.block = nn.Sequential(nn.Linear(256, 256), nn.ReLU())
+                self.out = nn.Linear(256, 10)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                h = self.inp(x)
+                h = checkpoint(self.block, h, use_reentrant=True)
+                h = checkpoint(self.block, h, use_reentrant=True)
+                return self.out(h)  # type: ignore[no-any-return]
+
+        net = SharedBlock()  # type: ignore[assignment]
     if a.resume is not None:  # torch.load's default is weights_only=True since torch 2.6
         state = torch.load(a.resume)
         net.load_state_dict(state.get("model", state))
@@ -358,7 +381,9 @@ def main() -> None:
     # every rank, kept as its own case); the mismatch case all-reduces gradients by hand instead
     detail = os.environ.get("TORCH_DISTRIBUTED_DEBUG") == "DETAIL"
     by_hand = a.fault == "detail_mismatch" or (a.fault == "extra_allreduce" and detail)
-    model = shard(net, a.mesh, world) if a.wrap == "fsdp" else net if by_hand else DDP(net)
+    unused = a.fault == "reentrant_twice"  # the recipe asks DDP to look for parameters a step leaves unused
+    ddp = DDP(net, find_unused_parameters=unused) if a.wrap != "fsdp" and not by_hand else None
+    model = shard(net, a.mesh, world) if a.wrap == "fsdp" else net if by_hand else ddp
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     lossf = nn.CrossEntropyLoss()
     if a.fault == "warnings":
@@ -422,6 +447,13 @@ def main() -> None:
         if sched is not None:
             sched.step()
         opt.step()
+        if a.fault in ("pp_ring", "pp_skip_send") and world > 1:  # a stage hands its activations on
+            act, got = torch.full((32,), float(step)), torch.empty(32)
+            skipped = a.fault == "pp_skip_send" and hit and step == a.step  # a schedule's off-by-one
+            reqs = [] if skipped else [dist.isend(act, dst=(rank + 1) % world)]
+            reqs.append(dist.irecv(got, src=(rank - 1) % world))
+            for req in reqs:
+                req.wait()
         if a.fault == "straggler" and hit:
             time.sleep(0.04)
         if a.fault == "leak" and hit and step >= a.step:  # a history of activations kept by mistake
