@@ -357,6 +357,17 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
             # the reading an unexplained error gets (reason.configuration): before training, the set-up's
             cat, act = Category.CONFIGURATION, DEFAULT_ACTION[Category.CONFIGURATION]
             summary += "; it came before any training line: read as a failure of the set-up"
+    elif (call := _failed_call(inp.events)) is not None:
+        cat, conf = call.category, 0.3
+        where = clip(f"{call.source}:{call.line}: {call.text.strip()}", 160)
+        summary = (
+            f"a call failed, and no line in the log says why: {where} is a back trace that reports a "
+            "failure's code, not its cause (NCCL's own WARN line, above it in a full log, names the call)"
+        )
+        if before_training(call.ts, inp.training, inp.launch_start, True, inp.window.end if inp.window else None):
+            cat = Category.CONFIGURATION  # before training, as an unexplained error is read (reason.configuration)
+            summary += "; it came before any training line: read as a failure of the set-up"
+        act = DEFAULT_ACTION[cat]
     elif inp.cut_traceback is not None:
         cat, act, conf = Category.UNKNOWN, Action.RESTART, 0.3
         summary = (
@@ -399,6 +410,19 @@ def _torn_down(events: Sequence[Event]) -> Event | None:
         return None
     downs = [e for e in events if e.role == Role.TEARDOWN]
     return min(downs, key=lambda e: (e.source, e.line)) if downs else None
+
+
+def _failed_call(events: Sequence[Event]) -> Event | None:
+    """The first line saying a call failed without saying why (signature field ``failed_call``:
+    NCCL's INFO back trace "bootstrap.cc:270 -> 2"), when nothing says the job ended well.
+
+    Why: such a line is no error of its own (the WARN line above it in a full log is), so it never
+    competes with one; but a job whose log holds it did not end well, and a paste of only such lines
+    read as healthy would be a lie. Its code says how the call failed (the signature's category)."""
+    if any(e.fields.get("completed") for e in events):
+        return None
+    calls = [e for e in events if e.fields.get("failed_call") == "1"]
+    return min(calls, key=lambda e: (e.source, e.line)) if calls else None
 
 
 def _no_failure(events: Sequence[Event], training_end: str | None) -> tuple[str, float]:
