@@ -234,3 +234,12 @@ def test_a_set_up_failure_seen_in_a_tail_names_no_rank_by_its_exit_code(case: st
     v = _v(case)
     assert str(v.category) == "configuration"
     assert v.culprit.ranks == []
+
+
+def test_reentrant_checkpointing_of_a_shared_block_is_the_set_ups_on_every_rank() -> None:
+    """Set 17: DDP's "Expected to mark a variable ready only once" on every rank at the first
+    backward (a block applied twice under reentrant checkpointing, ``find_unused_parameters=True``);
+    read blind, before any rule of its own."""
+    v = _v("q_reentrant_twice_all_rankfmt_3r")
+    assert str(v.category) == "configuration" and v.culprit.ranks == []
+    assert "Expected to mark a variable ready only once" in v.summary
