@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.paste_text import analyze_text
 
 # pytorch/pytorch#122850's description, as pasted (lines wrapped at ~70 columns)
@@ -34,18 +36,6 @@ BACKTRACE = (
     "frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0x233 (0x7fbebab92963 in "
     "/data2/mqyu/anaconda3/envs/rnafm/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so)\n"
 )
-
-
-def test_a_watchdog_line_wrapped_inside_its_worknccl_is_still_the_timeout(tmp_path: Path) -> None:
-    v = analyze_text(tmp_path, WRAPPED)
-    assert str(v.category) == "hang"
-    assert v.root_event is not None and v.root_event.signature == "nccl.watchdog_timeout"
-
-
-def test_a_backtrace_through_checktimeout_is_a_timeout_not_a_teardown(tmp_path: Path) -> None:
-    v = analyze_text(tmp_path, BACKTRACE)
-    assert str(v.category) == "hang"
-    assert v.root_event is not None and v.root_event.signature == "nccl.checktimeout_frame"
 
 
 # NVIDIA/nccl#1405: a Kubeflow PyTorchJob's NCCL INFO back trace, its WARN line not in the paste
@@ -74,7 +64,15 @@ def test_nccls_own_back_trace_is_a_failed_call(tmp_path: Path) -> None:
     assert "transport/net.cc:1302 -> 6" in v.summary
 
 
-def test_rays_memory_monitor_cut_mid_line_is_still_its_kill(tmp_path: Path) -> None:
-    v = analyze_text(tmp_path, RAY_CUT)
-    assert str(v.category) == "host_oom"
-    assert v.root_event is not None and v.root_event.signature == "ray.oom_memory_on_node_cut"
+@pytest.mark.parametrize(
+    ("text", "category", "signature"),
+    [
+        pytest.param(WRAPPED, "hang", "nccl.watchdog_timeout", id="watchdog-line-wrapped-inside-worknccl"),
+        pytest.param(BACKTRACE, "hang", "nccl.checktimeout_frame", id="checktimeout-frame-not-a-teardown"),
+        pytest.param(RAY_CUT, "host_oom", "ray.oom_memory_on_node_cut", id="ray-oom-kill-cut-mid-line"),
+    ],
+)
+def test_what_a_paste_kept_is_still_the_failure(tmp_path: Path, text: str, category: str, signature: str) -> None:
+    v = analyze_text(tmp_path, text)
+    assert str(v.category) == category
+    assert v.root_event is not None and v.root_event.signature == signature
