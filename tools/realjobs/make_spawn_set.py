@@ -100,6 +100,25 @@ CASES_6: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]]
     ("sf_lr_order_healthy_3r", "lr_order", 0, 0, "none", [], "none", {"nproc": 3}),
 ]
 
+# A seventh, written 2026-12-07 with torchrun set 17, scored once before any rule of its own: its
+# families under mp.spawn's one shared console (a pipeline stage that skips one send, the ring
+# healthy, a shared block under reentrant checkpointing in DDP).
+CASES_7: list[tuple[str, str, int, int, str, list[int], str, dict[str, object]]] = [
+    ("sg_pp_skip_send_r2", "pp_skip_send", 2, 5, "collective_mismatch", [2], "stop", {}),
+    ("sg_pp_ring_healthy_3r", "pp_ring", 0, 0, "none", [], "none", {"nproc": 3}),
+    ("sg_reentrant_twice_all", "reentrant_twice", 0, 0, "configuration", [], "stop", {}),
+    (
+        "sg_reentrant_twice_all_print_2r",
+        "reentrant_twice",
+        0,
+        0,
+        "configuration",
+        [],
+        "stop",
+        {"nproc": 2, "style": "print"},
+    ),
+]
+
 
 def run_case(out: Path, case: tuple) -> Path:
     name, fault, rank, step, _cat, _culprits, _action, extra = case
@@ -125,10 +144,10 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("out", type=Path)
     p.add_argument("--only", nargs="*")
-    p.add_argument("--set", choices=("1", "2", "3", "4", "5", "6"), default="1", help="2 to 6: a later set")
+    p.add_argument("--set", choices=("1", "2", "3", "4", "5", "6", "7"), default="1", help="2 to 7: a later set")
     p.add_argument("--jobs", type=int, default=2)
     a = p.parse_args()
-    chosen = {"1": CASES, "2": CASES_2, "3": CASES_3, "4": CASES_4, "5": CASES_5, "6": CASES_6}[a.set]
+    chosen = {"1": CASES, "2": CASES_2, "3": CASES_3, "4": CASES_4, "5": CASES_5, "6": CASES_6, "7": CASES_7}[a.set]
     cases = [c for c in chosen if not a.only or c[0] in a.only]
     run_cases(a.out, cases, run_case, a.jobs)
 
