@@ -8,9 +8,7 @@ earliest of them is not a culprit; the job is. Two readings follow:
   all show one template (signature and message, numbers masked), on at least two ranks and on at
   least half the world where the world size is known (the launcher tears the rest down before
   they print), or as many rank-less copies as ranks that failed. Then no single rank is the
-  culprit. A check of what every rank holds alike (a signature's ``every_rank``: the clipped
-  gradient norm, DDP's ready-twice error) needs one copy: every rank fails it at once, and a
-  console may show only the first (mp.spawn's).
+  culprit.
 * **before training** (:func:`before_training`): the failure came before any rank's first
   progress line; with no progress at all, within ``Reasoning.pretrain_max_s`` of the job's first line. An
   exception there (``application_error``), an unrecognised error, or a scheduler-enforced memory
@@ -45,15 +43,9 @@ class CommonFailure:
     ranks: list[int] = field(default_factory=list)  # the ranks seen failing this way
     copies: int = 0  # copies in all, rank-less ones included
     failed: int = 0  # ranks that failed on their own (event or unexplained exit)
-    alike: bool = False  # a check every rank holds alike (signature field every_rank)
 
     def describe(self, world: int | None) -> str:
         of = f" of {world}" if world else ""
-        if self.alike and self.copies < 2:
-            return (
-                "a check of what every rank holds alike fails on every rank at once: the one copy the log "
-                "shows stands for all of them, and no single rank is the culprit"
-            )
         return f"{self.copies}{of} ranks failed the same way: no single rank is the culprit"
 
 
@@ -94,13 +86,10 @@ def common_failure(corr: Correlation, world: int | None) -> CommonFailure | None
     failed = len(own) + len(exits)
     copies = len(own) + len(same)
     need = max(2, (world + 1) // 2 if world else failed)
-    # a check of what every rank holds alike (signature field every_rank) fails on every rank at
-    # once: one copy (mp.spawn's console shows the first process it caught) is all of them
-    alike = any(e.fields.get("every_rank") == "1" for e in [*own.values(), *same])
-    if copies < need and not alike:
+    if copies < need:
         return None
     earliest = min([*own.values(), *same], key=lambda e: (e.ts if e.ts is not None else float("inf"), e.line))
-    return CommonFailure(earliest, sorted(own), copies, failed, alike)
+    return CommonFailure(earliest, sorted(own), copies, failed)
 
 
 def _common_exit(corr: Correlation, world: int | None) -> CommonFailure | None:
