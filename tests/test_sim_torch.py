@@ -253,7 +253,12 @@ def test_sigkill_with_restart_has_two_attempts_and_no_dump_from_killed_rank(tmp_
     for attempt in attempts:
         assert not (attempt / "2" / "error.json").exists()
         assert "attempt=" in (attempt / "0" / "stdout.log").read_text()
-    assert "Signal 9 (SIGKILL) received by PID" in (bundle / "launcher.log").read_text(errors="replace")
+    log = (bundle / "launcher.log").read_text(errors="replace")
+    if "Failed to parse reply file" not in log:
+        # torch's agent can die of a victim's half-written error.json before it prints the killed
+        # rank's record: a race a loaded machine makes likelier (CI beside a CPU hog, 2026-12-07;
+        # tests/fixtures/torchrun/reply_file_race.log), which the simulator does not decide
+        assert "Signal 9 (SIGKILL) received by PID" in log
     assert 2 not in _fr_ranks(bundle)
 
 
