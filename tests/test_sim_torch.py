@@ -223,8 +223,10 @@ def test_spoiled_healthy_run_is_run_again(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(torch_sim, "_run_bounded", first_run_aborts)
     bundle = simulate_torch(tmp_path / "strag", fault="straggler", rank=1, step=1, nproc=2, steps=3)
     truth = json.loads((bundle / "truth.json").read_text())
-    assert len(calls) == 2
-    assert truth["spoiled_exit_codes"] == [-6] and truth["exit_code"] == 0
+    spoiled = truth["spoiled_exit_codes"]
+    assert spoiled[:1] == [-6]
+    assert len(calls) == len(spoiled) + 1  # each spoiled run was run again (the real ones may be spoiled too)
+    assert truth["exit_code"] == 0 or len(spoiled) == torch_sim.SPOILED_RERUNS
 
 
 @pytest.mark.slow
