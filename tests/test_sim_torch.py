@@ -230,6 +230,30 @@ def test_spoiled_healthy_run_is_run_again(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 @pytest.mark.slow
+def test_a_run_whose_rank_aborted_in_teardown_is_run_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank that aborts in torch's own teardown after its error (CI, stop 44: the NaN rank's exit
+    status became SIGABRT) spoils a run planned to fail too: it is run again."""
+    from firstfault_sim import torch_sim
+
+    real = torch_sim._run_bounded
+    calls: list[int] = []
+
+    def first_run_aborts(cmd: list[str], env: dict[str, str], log: Path, *rest: object) -> tuple[int, bool]:
+        rc, timed_out = real(cmd, env, log, *rest)  # type: ignore[arg-type]
+        calls.append(rc)
+        if len(calls) == 1:
+            with open(log, "a", encoding="utf-8") as fh:
+                fh.write(torch_sim.TEARDOWN_ABORT + "\n")
+        return rc, timed_out
+
+    monkeypatch.setattr(torch_sim, "_run_bounded", first_run_aborts)
+    bundle = simulate_torch(tmp_path / "exc", fault="exception", rank=1, step=1, nproc=2, steps=3)
+    truth = json.loads((bundle / "truth.json").read_text())
+    assert len(truth["spoiled_exit_codes"]) >= 1
+    assert len(calls) == len(truth["spoiled_exit_codes"]) + 1
+
+
+@pytest.mark.slow
 def test_exception_writes_error_json_and_fr_dumps(tmp_path: Path) -> None:
     bundle = simulate_torch(tmp_path / "exc", fault="exception", rank=1, step=3, steps=6)
     truth = _check_common(bundle, "exception")
