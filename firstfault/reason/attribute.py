@@ -12,7 +12,7 @@ The verdict is final when :func:`attribute` returns: network localisation is par
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from firstfault.reason.candidates import (
     fr_hang_candidates,
@@ -351,22 +351,22 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
         )
     elif (down := _torn_down(inp.events)) is not None:
         cat, act, conf = Category.UNKNOWN, Action.RESTART, 0.3
-        where = clip(f"{down.source}:{down.line}: {down.text.strip()}", 160)
-        summary = f"the job was torn down ({where}), and no line in the log says why: the fault's own output is missing"
-        if before_training(down.ts, inp.training, inp.launch_start, True, inp.window.end if inp.window else None):
-            # the reading an unexplained error gets (reason.configuration): before training, the set-up's
+        summary = (
+            f"the job was torn down ({_quoted(down)}), and no line in the log says why: the fault's own "
+            "output is missing"
+        )
+        if _before_training(down, inp):
             cat, act = Category.CONFIGURATION, DEFAULT_ACTION[Category.CONFIGURATION]
-            summary += "; it came before any training line: read as a failure of the set-up"
+            summary += _SET_UP_SUFFIX
     elif (call := _failed_call(inp.events)) is not None:
         cat, conf = call.category, 0.3
-        where = clip(f"{call.source}:{call.line}: {call.text.strip()}", 160)
         summary = (
-            f"a call failed, and no line in the log says why: {where} is a back trace that reports a "
+            f"a call failed, and no line in the log says why: {_quoted(call)} is a back trace that reports a "
             "failure's code, not its cause (NCCL's own WARN line, above it in a full log, names the call)"
         )
-        if before_training(call.ts, inp.training, inp.launch_start, True, inp.window.end if inp.window else None):
-            cat = Category.CONFIGURATION  # before training, as an unexplained error is read (reason.configuration)
-            summary += "; it came before any training line: read as a failure of the set-up"
+        if _before_training(call, inp):
+            cat = Category.CONFIGURATION
+            summary += _SET_UP_SUFFIX
         act = DEFAULT_ACTION[cat]
     elif inp.cut_traceback is not None:
         cat, act, conf = Category.UNKNOWN, Action.RESTART, 0.3
@@ -399,6 +399,29 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
     )
 
 
+# The reading an unexplained failure gets before training (reason.configuration): the set-up's.
+_SET_UP_SUFFIX = "; it came before any training line: read as a failure of the set-up"
+
+
+def _before_training(e: Event, inp: ReasoningInput) -> bool:
+    """Did this line come before any training line (the job's window bounds a line with no time)?"""
+    return before_training(e.ts, inp.training, inp.launch_start, True, inp.window.end if inp.window else None)
+
+
+def _quoted(e: Event) -> str:
+    """A line as a verdict quotes it: "file:line: text", clipped."""
+    return clip(f"{e.source}:{e.line}: {e.text.strip()}", 160)
+
+
+def _first_unended(events: Sequence[Event], keep: Callable[[Event], bool]) -> Event | None:
+    """The first line (by file and line) of those ``keep`` picks, when nothing says the job ended
+    well: a line a signature marks ``completed`` outweighs them."""
+    if any(e.fields.get("completed") for e in events):
+        return None
+    picked = [e for e in events if keep(e)]
+    return min(picked, key=lambda e: (e.source, e.line)) if picked else None
+
+
 def _torn_down(events: Sequence[Event]) -> Event | None:
     """The first line saying the job or a process was being taken down (a watchdog's "we are taking
     the entire process down", a launcher's closing signal), when nothing says the job ended well.
@@ -406,10 +429,7 @@ def _torn_down(events: Sequence[Event]) -> Event | None:
     Why: ``none`` means the job ended well. A tear-down is a failure's consequence even when the
     failure's own line is not in the paste; saying "no failure" there would be a lie.
     """
-    if any(e.fields.get("completed") for e in events):
-        return None
-    downs = [e for e in events if e.role == Role.TEARDOWN]
-    return min(downs, key=lambda e: (e.source, e.line)) if downs else None
+    return _first_unended(events, lambda e: e.role == Role.TEARDOWN)
 
 
 def _failed_call(events: Sequence[Event]) -> Event | None:
@@ -419,10 +439,7 @@ def _failed_call(events: Sequence[Event]) -> Event | None:
     Why: such a line is no error of its own (the WARN line above it in a full log is), so it never
     competes with one; but a job whose log holds it did not end well, and a paste of only such lines
     read as healthy would be a lie. Its code says how the call failed (the signature's category)."""
-    if any(e.fields.get("completed") for e in events):
-        return None
-    calls = [e for e in events if e.fields.get("failed_call") == "1"]
-    return min(calls, key=lambda e: (e.source, e.line)) if calls else None
+    return _first_unended(events, lambda e: e.fields.get("failed_call") == "1")
 
 
 def _no_failure(events: Sequence[Event], training_end: str | None) -> tuple[str, float]:
@@ -438,8 +455,7 @@ def _no_failure(events: Sequence[Event], training_end: str | None) -> tuple[str,
     """
     done = next((e for e in events if e.fields.get("completed")), None)
     if done is not None:
-        where = clip(f"{done.source}:{done.line}: {done.text.strip()}", 160)
-        return f"no failure found: the job ended well ({where})", 0.95
+        return f"no failure found: the job ended well ({_quoted(done)})", 0.95
     if training_end is not None:
         return f"no failure found: training reached its last step ({clip(training_end, 160)})", 0.9
     return "no failure found: no error in the log, though it does not show the job's end (a paste may stop early)", 0.6
