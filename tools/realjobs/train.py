@@ -382,8 +382,9 @@ def main() -> None:
     detail = os.environ.get("TORCH_DISTRIBUTED_DEBUG") == "DETAIL"
     by_hand = a.fault == "detail_mismatch" or (a.fault == "extra_allreduce" and detail)
     unused = a.fault == "reentrant_twice"  # the recipe asks DDP to look for parameters a step leaves unused
-    ddp = DDP(net, find_unused_parameters=unused) if a.wrap != "fsdp" and not by_hand else None
-    model = shard(net, a.mesh, world) if a.wrap == "fsdp" else net if by_hand else ddp
+    model = (
+        shard(net, a.mesh, world) if a.wrap == "fsdp" else net if by_hand else DDP(net, find_unused_parameters=unused)
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     lossf = nn.CrossEntropyLoss()
     if a.fault == "warnings":
