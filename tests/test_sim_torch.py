@@ -12,6 +12,7 @@ import os
 import pickle
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ from firstfault_sim import faults
 from firstfault_sim.faults import FAULT_KINDS, KINDS, FaultPlan
 from firstfault_sim.torch_sim import (
     FR_PREFIX_NAME,
+    SPOILED_RERUNS,
+    TEARDOWN_ABORT,
     TRUTH_SCHEMA,
     build_command,
     simulate_torch,
@@ -206,51 +209,57 @@ def test_none_completes_with_progress_lines(tmp_path: Path) -> None:
     assert total < 200_000
 
 
-@pytest.mark.slow
-def test_spoiled_healthy_run_is_run_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A run planned to succeed that aborts in torch's own teardown (CI, stop 43) is not the
-    bundle its truth names: the simulator runs it again and records the spoiled exit code."""
+def _spoil_first_run(monkeypatch: pytest.MonkeyPatch, spoil: Callable[[Path, int], int]) -> list[int]:
+    """Run the real ``torchrun`` as ``simulate_torch`` does, letting ``spoil`` alter the first run
+    (its launcher log and exit status) as torch's own teardown abort does on a loaded machine.
+    Returns every run's exit status as the simulator saw it."""
     from firstfault_sim import torch_sim
 
     real = torch_sim._run_bounded
     calls: list[int] = []
 
-    def first_run_aborts(*args: object, **kw: object) -> tuple[int, bool]:
-        rc, timed_out = real(*args, **kw)  # type: ignore[arg-type]
-        calls.append(rc)
-        return (-6, False) if len(calls) == 1 else (rc, timed_out)
-
-    monkeypatch.setattr(torch_sim, "_run_bounded", first_run_aborts)
-    bundle = simulate_torch(tmp_path / "strag", fault="straggler", rank=1, step=1, nproc=2, steps=3)
-    truth = json.loads((bundle / "truth.json").read_text())
-    spoiled = truth["spoiled_exit_codes"]
-    assert spoiled[:1] == [-6]
-    assert len(calls) == len(spoiled) + 1  # each spoiled run was run again (the real ones may be spoiled too)
-    assert truth["exit_code"] == 0 or len(spoiled) == torch_sim.SPOILED_RERUNS
-
-
-@pytest.mark.slow
-def test_a_run_whose_rank_aborted_in_teardown_is_run_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A rank that aborts in torch's own teardown after its error (CI, stop 44: the NaN rank's exit
-    status became SIGABRT) spoils a run planned to fail too: it is run again."""
-    from firstfault_sim import torch_sim
-
-    real = torch_sim._run_bounded
-    calls: list[int] = []
-
-    def first_run_aborts(cmd: list[str], env: dict[str, str], log: Path, *rest: object) -> tuple[int, bool]:
+    def spoiled(cmd: list[str], env: dict[str, str], log: Path, *rest: object) -> tuple[int, bool]:
         rc, timed_out = real(cmd, env, log, *rest)  # type: ignore[arg-type]
+        rc = spoil(log, rc) if not calls else rc
         calls.append(rc)
-        if len(calls) == 1:
-            with open(log, "a", encoding="utf-8") as fh:
-                fh.write(torch_sim.TEARDOWN_ABORT + "\n")
         return rc, timed_out
 
-    monkeypatch.setattr(torch_sim, "_run_bounded", first_run_aborts)
-    bundle = simulate_torch(tmp_path / "exc", fault="exception", rank=1, step=1, nproc=2, steps=3)
+    monkeypatch.setattr(torch_sim, "_run_bounded", spoiled)
+    return calls
+
+
+def _abort_in_teardown(log: Path, rc: int) -> int:
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(TEARDOWN_ABORT + "\n")
+    return rc
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("fault", "spoil"),
+    [
+        # a run planned to succeed that failed all the same (CI, stop 43: a straggler job's every
+        # rank aborted in teardown after its last step)
+        pytest.param("straggler", lambda log, rc: -6, id="planned-to-succeed-failed"),
+        # a rank that aborted in teardown after its own error (CI, stop 44: the NaN rank's exit
+        # status became SIGABRT): a run planned to fail is spoiled too
+        pytest.param("exception", _abort_in_teardown, id="aborted-in-teardown"),
+    ],
+)
+def test_a_spoiled_run_is_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str, spoil: Callable[[Path, int], int]
+) -> None:
+    """A run spoiled by something not injected is not the bundle its truth names: the simulator
+    runs it again and records the spoiled exit statuses."""
+    calls = _spoil_first_run(monkeypatch, spoil)
+    bundle = simulate_torch(tmp_path / fault, fault=fault, rank=1, step=1, nproc=2, steps=3)
     truth = json.loads((bundle / "truth.json").read_text())
-    assert len(truth["spoiled_exit_codes"]) >= 1
-    assert len(calls) == len(truth["spoiled_exit_codes"]) + 1
+    spoiled = truth["spoiled_exit_codes"]
+    assert spoiled[:1] == calls[:1]
+    assert len(calls) == len(spoiled) + 1  # each spoiled run was run again (the real ones may be spoiled too)
+    assert len(spoiled) == SPOILED_RERUNS or calls[-1] == truth["exit_code"]
+    if fault == "straggler":  # the run kept is the one that ended as planned, but at the limit
+        assert truth["exit_code"] == 0 or len(spoiled) == SPOILED_RERUNS
 
 
 @pytest.mark.slow
