@@ -35,6 +35,7 @@ with warnings.catch_warnings():
 
 from firstfault_sim.faults import FAULT_KINDS, KINDS, FaultPlan
 from firstfault_sim.ports import free_ports
+from firstfault_sim.workload import CKPT_ENV
 
 __all__ = ["FAULT_KINDS", "TRUTH_SCHEMA", "build_command", "simulate_torch"]
 
@@ -269,6 +270,14 @@ def _prepare_out(out: Path) -> None:
     (out / "fr").mkdir()
 
 
+def _restore(path: Path, content: bytes | None) -> None:
+    """Put ``path`` back to ``content`` (None: the file did not exist)."""
+    if content is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_bytes(content)
+
+
 def simulate_torch(
     out: Path,
     fault: str = "none",
@@ -311,7 +320,15 @@ def simulate_torch(
     kind = KINDS[fault]
     backend = _backend(nproc)
     spoiled: list[int] = []
+    # A run again starts where the first one started. A stress run's workload keeps a checkpoint
+    # (``CKPT_ENV``) across torchrun's attempts; left as the spoiled run wrote it, the run again
+    # resumed after the fault's step, never met the fault, and its bundle was no fault at all (CI,
+    # stop 45). So it is put back as it was before the first run.
+    ckpt = Path(extra_env[CKPT_ENV]) if extra_env and CKPT_ENV in extra_env else None
+    ckpt_before = ckpt.read_bytes() if ckpt is not None and ckpt.is_file() else None
     while True:
+        if spoiled and ckpt is not None:
+            _restore(ckpt, ckpt_before)
         _prepare_out(out)
         fr_prefix = out / "fr" / FR_PREFIX_NAME
         port = free_ports(1)[0]

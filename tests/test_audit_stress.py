@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from firstfault_bench.stress import StressFault, run_fault
-
 pytest.importorskip("torch")
+
+from firstfault_bench.stress import StressFault, run_fault
+from tests.spoilers import abort_in_teardown, spoil_first_run
 
 
 def test_fault_spec() -> None:
@@ -21,9 +22,19 @@ def test_fault_spec() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", ["exception@7:1", "hang@7:1"])
-def test_fault_restart_resume(tmp_path: Path, spec: str) -> None:
+@pytest.mark.parametrize(
+    ("spec", "spoiled"),
+    [
+        ("exception@7:1", False),
+        ("hang@7:1", False),
+        # torch's teardown aborted a rank (CI, stop 45): the simulator runs the job again, and that
+        # run must start from the first one's checkpoint state, not resume after the fault
+        ("exception@7:1", True),
+    ],
+)
+def test_fault_restart_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str, spoiled: bool) -> None:
     f = StressFault.parse(spec)
+    calls = spoil_first_run(monkeypatch, abort_in_teardown) if spoiled else []
     row = run_fault(tmp_path, f, nproc=2, steps=10, ckpt_every=3, timeout=10, wall_limit=240)
     assert row.restarted and row.completed, row
     # checkpoints after steps 2 and 5; the fault at step 7: step 6 was done twice
@@ -33,6 +44,7 @@ def test_fault_restart_resume(tmp_path: Path, spec: str) -> None:
         assert row.detect_s >= 9.0, row
     assert row.verdict_right, row
     assert not (tmp_path / f"{f.kind}-step7-rank1" / "ckpt.pt").exists()
+    assert len(calls) != 1, calls  # a spoiled first run was run again
 
 
 def test_cli_bad_fault_is_one_line(tmp_path: Path) -> None:

@@ -24,11 +24,11 @@ from firstfault_sim.faults import FAULT_KINDS, KINDS, FaultPlan
 from firstfault_sim.torch_sim import (
     FR_PREFIX_NAME,
     SPOILED_RERUNS,
-    TEARDOWN_ABORT,
     TRUTH_SCHEMA,
     build_command,
     simulate_torch,
 )
+from tests.spoilers import abort_in_teardown, spoil_first_run
 
 CATEGORIES = {
     "gpu_hardware",
@@ -209,31 +209,6 @@ def test_none_completes_with_progress_lines(tmp_path: Path) -> None:
     assert total < 200_000
 
 
-def _spoil_first_run(monkeypatch: pytest.MonkeyPatch, spoil: Callable[[Path, int], int]) -> list[int]:
-    """Run the real ``torchrun`` as ``simulate_torch`` does, letting ``spoil`` alter the first run
-    (its launcher log and exit status) as torch's own teardown abort does on a loaded machine.
-    Returns every run's exit status as the simulator saw it."""
-    from firstfault_sim import torch_sim
-
-    real = torch_sim._run_bounded
-    calls: list[int] = []
-
-    def spoiled(cmd: list[str], env: dict[str, str], log: Path, *rest: object) -> tuple[int, bool]:
-        rc, timed_out = real(cmd, env, log, *rest)  # type: ignore[arg-type]
-        rc = spoil(log, rc) if not calls else rc
-        calls.append(rc)
-        return rc, timed_out
-
-    monkeypatch.setattr(torch_sim, "_run_bounded", spoiled)
-    return calls
-
-
-def _abort_in_teardown(log: Path, rc: int) -> int:
-    with open(log, "a", encoding="utf-8") as fh:
-        fh.write(TEARDOWN_ABORT + "\n")
-    return rc
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("fault", "spoil"),
@@ -243,7 +218,7 @@ def _abort_in_teardown(log: Path, rc: int) -> int:
         pytest.param("straggler", lambda log, rc: -6, id="planned-to-succeed-failed"),
         # a rank that aborted in teardown after its own error (CI, stop 44: the NaN rank's exit
         # status became SIGABRT): a run planned to fail is spoiled too
-        pytest.param("exception", _abort_in_teardown, id="aborted-in-teardown"),
+        pytest.param("exception", abort_in_teardown, id="aborted-in-teardown"),
     ],
 )
 def test_a_spoiled_run_is_run_again(
@@ -251,7 +226,7 @@ def test_a_spoiled_run_is_run_again(
 ) -> None:
     """A run spoiled by something not injected is not the bundle its truth names: the simulator
     runs it again and records the spoiled exit statuses."""
-    calls = _spoil_first_run(monkeypatch, spoil)
+    calls = spoil_first_run(monkeypatch, spoil)
     bundle = simulate_torch(tmp_path / fault, fault=fault, rank=1, step=1, nproc=2, steps=3)
     truth = json.loads((bundle / "truth.json").read_text())
     spoiled = truth["spoiled_exit_codes"]
