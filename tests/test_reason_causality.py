@@ -68,6 +68,17 @@ def test_two_ranks_reporting_each_other_name_nobody() -> None:
     assert odd_reported_value([_ddp(0, 0, 4, 1, 6), _ddp(1, 1, 6, 0, 4)]) is None
 
 
+def test_one_copy_names_the_odd_rank_when_the_ranks_before_it_were_found_alike() -> None:
+    # reducer.cpp checks ranks 0, 1, 2... and raises at the first that differs: rank 3's copy naming
+    # rank 2 says ranks 0 and 1 built rank 3's model (the last lines of a job keep only this copy)
+    odd = odd_reported_value([_ddp(3, 3, 4, 2, 6)])
+    assert odd is not None and odd.ranks == [2]
+    # the odd rank's own copy names rank 0, before which no rank was checked: it names nobody
+    assert odd_reported_value([_ddp(2, 2, 6, 0, 4)]) is None
+    odd = odd_reported_value([_ddp(2, 2, 4, 1, 6)])  # ranks 0 and 2 alike, rank 1 not
+    assert odd is not None and odd.ranks == [1]
+
+
 def _reset(rank: int, func: str):  # type: ignore[no-untyped-def]
     frames = (
         "Traceback (most recent call last):",

@@ -235,17 +235,20 @@ def candidates(corr: Correlation, inp: ReasoningInput) -> list[Candidate]:
 
 
 def _winner(cands: list[Candidate], corr: Correlation, inp: ReasoningInput) -> tuple[Candidate, list[Candidate]]:
-    """The first candidate, unless it is a time limit that ended a stall, or one copy of a failure
-    every rank shared."""
+    """The first candidate, unless it is a time limit that ended a stall, one copy of a failure
+    every rank shared, or a failure whose copies name the rank that differs."""
     win, rest = cands[0], cands[1:]
     stalled = stalled_before_limit(win, corr, inp) or waited_at_stop(win, corr, inp)
     if stalled is not None:
         win, rest = stalled, [win, *rest]
     world = world_size(corr, inp)
     common = common_failure(corr, world)
-    odd = odd_reported_value(corr.errors) if common is not None else None
-    if odd is not None and common is not None and common.event.signature == odd.signature:
-        return _odd_one(odd, [win, *rest], common.event)
+    # The copies of a shared failure that state each rank's value name the odd rank; so can one
+    # copy, the winner, where the order of the check says which ranks it found alike.
+    odd = odd_reported_value(corr.errors)
+    shared = common.event if common is not None else win.event
+    if odd is not None and shared is not None and shared.signature == odd.signature:
+        return _odd_one(odd, [win, *rest], shared)
     if common is not None and common_applies(win, common):
         win = Candidate(
             CandidateKind.COMMON,

@@ -214,6 +214,11 @@ def odd_reported_value(events: Iterable[Event]) -> OddValue | None:
     configuration (a rank-dependent branch, a stale file on one node). Ranks in the message are ranks
     of DDP's process group; each copy states its printer's own first, which maps them to global
     ranks. As :func:`odd_collective`, it takes three ranks or more and a strict majority.
+
+    A copy says more than its two ranks: reducer.cpp's ``verify_params_across_processes`` checks the
+    ranks in order from 0 and raises at the first whose count differs, so every rank before the one
+    a copy names built the printer's model. One copy from a rank that built the common model then
+    names the odd one (the last lines of a job, where only that copy is left).
     """
     value: dict[int, str] = {}
     to_global: dict[int, int] = {}
@@ -229,6 +234,8 @@ def odd_reported_value(events: Iterable[Event]) -> OddValue | None:
             to_global.setdefault(int(own), e.rank)
         if other is not None and m is not None:
             value.setdefault(int(other), m)
+            for before in range(int(other)):  # checked before it, and found alike
+                value.setdefault(before, n)
     found = strict_minority(value)
     if found is None:
         return None
