@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from firstfault.pipeline import analyze
+from tests.paste_text import analyze_text
 
 FIX = Path(__file__).parent / "fixtures" / "realjobs"
 
@@ -60,3 +61,28 @@ def test_a_keyboard_interrupt_is_a_stop_from_outside_not_a_job_that_ended_well()
     assert v.root_event is not None and v.root_event.text.strip() == "KeyboardInterrupt"
     assert v.confidence <= 0.7
     assert any("when the stop from outside came is not in the log" in r for r in v.reasons)
+
+
+_PREEMPTED = """\
+slurmstepd: error: *** STEP 37361369.0 ON learnfair5146 CANCELLED AT 2021-03-15T17:50:23 ***
+submitit WARNING (2021-03-15 17:50:23,701) - Bypassing signal 15
+WARNING:submitit:Bypassing signal 15
+slurmstepd: error: *** JOB 37361369 ON learnfair5146 CANCELLED AT 2021-03-15T18:00:46 DUE TO PREEMPTION ***
+srun: Job step aborted: Waiting up to 32 seconds for job step to finish.
+submitit WARNING (2021-03-15 18:00:46,902) - Bypassing signal 15
+WARNING:submitit:Bypassing signal 15
+slurmstepd: error: Failed to send MESSAGE_TASK_EXIT: Connection refused
+submitit ERROR (2021-03-15 18:45:40,210) - Submitted job triggered an exception
+ERROR:submitit:Submitted job triggered an exception
+"""
+
+
+def test_error_lines_no_signature_knows_after_a_stop_from_outside_are_its_fallout(tmp_path: Path) -> None:
+    """facebookincubator/submitit#1613 ("Strange bug upon preemption"): SLURM cancels the step, then
+    preempts the job; slurmstepd's "Failed to send MESSAGE_TASK_EXIT" and submitit's "Submitted job
+    triggered an exception" follow. No signature knows those two, and an unknown error line ranks
+    above a plain cancel as a root; but the cancel came first, and what is printed after it is its
+    fallout. It read "unknown" on slurmstepd's line."""
+    v = analyze_text(tmp_path, _PREEMPTED)
+    assert str(v.category) == "scheduler"
+    assert v.root_event is not None and "CANCELLED AT 2021-03-15T17:50:23" in v.root_event.text

@@ -65,7 +65,7 @@ from firstfault.reason.refine import (
 )
 from firstfault.reason.registration import unregistered
 from firstfault.reason.same_report import explained_below
-from firstfault.reason.stalls import stalled_before_limit, stalled_first, waited_at_stop
+from firstfault.reason.stalls import before_outside_stop, stalled_before_limit, stalled_first, waited_at_stop
 from firstfault.reason.unrecognised import unrecognised_candidates
 from firstfault.reason.went_on import WENT_ON
 from firstfault.reason.witnesses import apply_store_clients, apply_witness, wrap_doubt
@@ -222,7 +222,7 @@ def candidates(corr: Correlation, inp: ReasoningInput) -> list[Candidate]:
     if not cands:
         cands = scheduler_end_candidates(corr)
     if not cands:
-        cands = unrecognised_candidates(corr.unrecognised)
+        cands = unrecognised_candidates(before_outside_stop(corr, corr.unrecognised))
     if not cands:
         cands = merge_host([c for c in corr.candidates if is_weak(c)], inp.topology)
     if not cands:

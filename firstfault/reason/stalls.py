@@ -71,7 +71,12 @@ def stalled_first(first: Candidate, corr: Correlation, ev: ReasoningInput) -> Ca
 
 # The ends that come from outside the job (signature field ``reason``): the scheduler's time limit,
 # a cancel (scancel, an admin), a stop signal to the launcher (torchrun's "death signal").
-OUTSIDE_ENDS = {"time_limit": "the time limit", "cancelled": "the cancel", "stopped": "a stop from outside"}
+OUTSIDE_ENDS = {
+    "time_limit": "the time limit",
+    "cancelled": "the cancel",
+    "preemption": "the preemption",
+    "stopped": "a stop from outside",
+}
 
 
 def stalled_before_limit(win: Candidate, corr: Correlation, ev: ReasoningInput) -> Candidate | None:
@@ -131,6 +136,22 @@ def stop_came_first(corr: Correlation) -> Event | None:
     outside = {id(e) for e in ends}
     own = [e for e in corr.errors if e.role in (Role.ROOT, Role.CASCADE) and id(e) not in outside]
     return stop if own and all(earlier(stop, e) for e in own) else None
+
+
+def before_outside_stop(corr: Correlation, lines: Sequence[Event]) -> list[Event]:
+    """``lines`` less those that came after the first stop from outside (a time limit, a cancel, a
+    preemption, a stop signal).
+
+    Error lines no signature knows are the last resort for a root: an unknown line is more likely
+    the fault than a plain cancel is. But not one the stop came before: what slurmstepd, a launcher
+    or a wrapper prints after the job was cancelled ("Failed to send MESSAGE_TASK_EXIT: Connection
+    refused", a wrapper's "Submitted job triggered an exception") is the stop's fallout, as the
+    ranks' own errors after it are (:func:`stop_came_first`)."""
+    ends = [e for e in corr.errors if e.fields.get("reason") in OUTSIDE_ENDS and e.ts is not None]
+    if not ends:
+        return list(lines)
+    stop = min(ends, key=lambda e: (e.ts or 0.0, e.line))
+    return [e for e in lines if not earlier(stop, e)]
 
 
 def _signal_named(stop: Event) -> str:
