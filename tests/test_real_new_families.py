@@ -236,10 +236,14 @@ def test_a_set_up_failure_seen_in_a_tail_names_no_rank_by_its_exit_code(case: st
     assert v.culprit.ranks == []
 
 
-def test_reentrant_checkpointing_of_a_shared_block_is_the_set_ups_on_every_rank() -> None:
-    """Set 17: DDP's "Expected to mark a variable ready only once" on every rank at the first
-    backward (a block applied twice under reentrant checkpointing, ``find_unused_parameters=True``);
-    read blind, before any rule of its own."""
-    v = _v("q_reentrant_twice_all_rankfmt_3r")
+@pytest.mark.parametrize("case", ["q_reentrant_twice_all_rankfmt_3r", "sg_reentrant_twice_all_print_2r"])
+def test_reentrant_checkpointing_of_a_shared_block_is_the_set_ups_on_every_rank(case: str) -> None:
+    """Set 17 and spawn set 7: DDP's "Expected to mark a variable ready only once" at the first
+    backward (a block applied twice under reentrant checkpointing, ``find_unused_parameters=True``).
+    Under torchrun every rank's traceback is in the console (read blind, before any rule of its
+    own); under mp.spawn only the first process it caught, and that one copy stands for every
+    rank's (``every_rank``): the set-up's, with no rank named. It read "application error on rank
+    0" under mp.spawn."""
+    v = _v(case)
     assert str(v.category) == "configuration" and v.culprit.ranks == []
     assert "Expected to mark a variable ready only once" in v.summary

@@ -50,6 +50,7 @@ from firstfault.reason.rankless_exits import rankless_exit_candidates
 from firstfault.reason.refine import (
     ASSUMED_STARTUP_PENALTY,
     UNKNOWN_RING_PENALTY,
+    alike_on_every_rank,
     apply_aer_device,
     apply_before_training,
     apply_coll_mismatch,
@@ -128,6 +129,8 @@ def attribute(
     if win.kind == CandidateKind.COMMON and not early:
         apply_shared_exception(hyp)
     apply_lone_setup_rank(hyp, corr, inp, early)
+    if win.kind != CandidateKind.COMMON and not early and not hyp.culprit.ranks and alike_on_every_rank(hyp):
+        apply_shared_exception(hyp, copies=1)  # one copy of such a check is every rank's, as all copies are
     apply_store_clients(hyp, corr)
     apply_fr_mismatch(hyp, win, inp)
     other_sender = None

@@ -108,7 +108,12 @@ def apply_before_training(hyp: Hypothesis, win: Candidate, ev: ReasoningInput, c
     return True, assumed
 
 
-def apply_shared_exception(hyp: Hypothesis) -> None:
+def alike_on_every_rank(hyp: Hypothesis) -> bool:
+    """Is the root a check of what every rank holds alike (signature field ``every_rank``)?"""
+    return hyp.root_event is not None and hyp.root_event.fields.get("every_rank") == "1"
+
+
+def apply_shared_exception(hyp: Hypothesis, copies: int = 0) -> None:
     """An exception every rank raised the same way, after training started, is the set-up's too.
 
     Why: ranks run one program on one configuration. An error that one rank meets is that rank's
@@ -117,13 +122,21 @@ def apply_shared_exception(hyp: Hypothesis) -> None:
     whose fix is ``find_unused_parameters=True``; a schedule with no entry for the step all reached).
     Issue 11 asks for exactly this reading ("every rank failing the same way gives configuration").
     A programming error (``code_defect``) keeps its reading, as it does before the first step, and
-    so does anything not an exception (a NaN on every rank is still numerical)."""
+    so does anything not an exception (a NaN on every rank is still numerical). ``copies`` 1: the log
+    shows one copy of a check every rank holds alike (``every_rank``: DDP's ready-twice error follows
+    the model's structure and DDP's flags), which stands for all of them: mp.spawn's console shows
+    only the first process it caught, where torchrun's shows every rank's."""
     if hyp.category != Category.APPLICATION_ERROR or code_defect(hyp.root_event):
         return
     old = recategorize(hyp, Category.CONFIGURATION)
+    how = (
+        "every rank raises it at once (it checks what every rank holds alike; the log shows one copy)"
+        if copies == 1
+        else "every rank raised it the same way"
+    )
     hyp.reasons.append(
-        f"every rank raised it the same way ({old.value}): it comes from what they share, the configuration "
-        "or a code path all of them take, not from one rank"
+        f"{how} ({old.value}): it comes from what they share, the configuration or a code path all of them take, "
+        "not from one rank"
     )
 
 
