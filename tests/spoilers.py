@@ -31,6 +31,7 @@ def spoil_first_run(monkeypatch: pytest.MonkeyPatch, spoil: Callable[[Path, int]
 
 
 def abort_in_teardown(log: Path, rc: int) -> int:
+    """Append libstdc++'s teardown abort to the launcher log, leaving the exit status as it was."""
     with open(log, "a", encoding="utf-8") as fh:
         fh.write(TEARDOWN_ABORT + "\n")
     return rc

@@ -5,7 +5,9 @@ library's code *raised* (the innermost frame, an installed package's: ``software
 :func:`causality.call_site` asks where the *program* called in (the innermost frame that is neither
 an installed package's nor the interpreter's). One frame pattern and one notion of "a library's
 path" serve both, so the two cannot drift apart. A rank's stack dump at a stop (faulthandler's
-frames, kept as the event's ``top_frame``) says where it was: :func:`where_stopped`.
+frames, kept as the event's ``top_frame``) says where it was: :func:`where_stopped`. A pickling
+error whose frames pass through torch's source-only object collectives was its rank's alone:
+:func:`pickled_as_source`.
 """
 
 from __future__ import annotations
@@ -51,3 +53,19 @@ def where_stopped(events: Sequence[Event]) -> str | None:
     loader = any("dataloader" in f or "__getitem__" in f or "fetch" in f for f in stack.context[:4])
     where = f"when it was stopped it was in {stack.fields['top_frame']}"
     return where + (" (inside the data loader)" if loader else "")
+
+
+# torch.distributed's object collectives that pickle on one rank only (distributed_c10d.py, torch
+# 2.13: "Serialize object_list elements to tensors on src rank"): the source of a broadcast or a
+# scatter, the sender of send_object_list. all_gather_object and gather_object pickle on every rank.
+_SOURCE_ONLY_PICKLING = frozenset({"broadcast_object_list", "scatter_object_list", "send_object_list"})
+
+
+def pickled_as_source(root: Event | None) -> bool:
+    """Did ``root`` fail while its rank serialized an object only the source rank serializes?
+
+    Then it is that rank's failure alone: its peers wait for the object, they never pickle it."""
+    if root is None:
+        return False
+    funcs = {m["func"] for _, m in frames(root.context)}
+    return "_object_to_tensor" in funcs and not funcs.isdisjoint(_SOURCE_ONLY_PICKLING)

@@ -28,7 +28,7 @@ from firstfault.reason.correlate import (
     RankView,
     is_exit_record,
 )
-from firstfault.reason.frames import frames, installed_package
+from firstfault.reason.frames import frames, installed_package, pickled_as_source
 from firstfault.reason.hypothesis import DEFAULT_ACTION, silent_kill_suspects_oom
 from firstfault.reason.inputs import ReasoningInput, fr_culprits
 from firstfault.reason.nccl_coll import coll_mismatch
@@ -432,22 +432,6 @@ def apply_ray_oom_kind(hyp: Hypothesis, ev: ReasoningInput) -> None:
     hyp.reasons.append(f"Ray's memory monitor killed the task, as its traceback goes on: {host.text.strip()[:160]}")
 
 
-# torch.distributed's object collectives that pickle on one rank only (distributed_c10d.py, torch
-# 2.13: "Serialize object_list elements to tensors on src rank"): the source of a broadcast or a
-# scatter, the sender of send_object_list. all_gather_object and gather_object pickle on every rank.
-_SOURCE_ONLY_PICKLING = frozenset({"broadcast_object_list", "scatter_object_list", "send_object_list"})
-
-
-def pickled_as_source(root: Event | None) -> bool:
-    """Did ``root`` fail while its rank serialized an object only the source rank serializes?
-
-    Then it is that rank's failure alone: its peers wait for the object, they never pickle it."""
-    if root is None:
-        return False
-    funcs = {m["func"] for _, m in frames(root.context)}
-    return "_object_to_tensor" in funcs and not funcs.isdisjoint(_SOURCE_ONLY_PICKLING)
-
-
 def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInput, early: bool) -> None:
     """A set-up failure or a library's bug seen on one rank, in a log that shows no other rank,
     names no culprit.
@@ -460,11 +444,11 @@ def apply_lone_setup_rank(hyp: Hypothesis, corr: Correlation, inp: ReasoningInpu
     rank runs the same start-up; later, a data-dependent path may fail on one rank alone. So does a
     check of a value every rank holds alike (a signature's ``every_rank``: the clipped gradient
     norm, taken after the all-reduce), which every rank fails at once whichever batch overflowed.
-    Not an object only the failing rank pickles (``pickled_as_source``: the source of
+    Not an object only the failing rank pickles (``frames.pickled_as_source``: the source of
     ``broadcast_object_list``): the same code runs on every rank, but only that rank meets it.
     """
     root = hyp.root_event
-    alike = root is not None and root.fields.get("every_rank") == "1"
+    alike = alike_on_every_rank(hyp)
     everyones = (
         hyp.category in (Category.CONFIGURATION, Category.SOFTWARE_BUG) or (early and code_defect(root)) or alike
     )

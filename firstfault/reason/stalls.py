@@ -129,10 +129,10 @@ def stop_came_first(corr: Correlation) -> Event | None:
     Everything the ranks print after such a stop is its fallout: a rank that a Ctrl-C interrupted
     leaves, and its peers' connections to it close. Their errors say where the job was when it was
     stopped, not that something in it broke first."""
-    ends = [e for e in corr.errors if e.fields.get("reason") in OUTSIDE_ENDS and e.ts is not None]
+    ends = _outside_ends(corr)
     if not ends:
         return None
-    stop = min(ends, key=lambda e: (e.ts or 0.0, e.line))
+    stop = ends[0]
     outside = {id(e) for e in ends}
     own = [e for e in corr.errors if e.role in (Role.ROOT, Role.CASCADE) and id(e) not in outside]
     return stop if own and all(earlier(stop, e) for e in own) else None
@@ -147,11 +147,14 @@ def before_outside_stop(corr: Correlation, lines: Sequence[Event]) -> list[Event
     or a wrapper prints after the job was cancelled ("Failed to send MESSAGE_TASK_EXIT: Connection
     refused", a wrapper's "Submitted job triggered an exception") is the stop's fallout, as the
     ranks' own errors after it are (:func:`stop_came_first`)."""
-    ends = [e for e in corr.errors if e.fields.get("reason") in OUTSIDE_ENDS and e.ts is not None]
-    if not ends:
-        return list(lines)
-    stop = min(ends, key=lambda e: (e.ts or 0.0, e.line))
-    return [e for e in lines if not earlier(stop, e)]
+    ends = _outside_ends(corr)
+    return [e for e in lines if not earlier(ends[0], e)] if ends else list(lines)
+
+
+def _outside_ends(corr: Correlation) -> list[Event]:
+    """The job's stops from outside that have a time (signature field ``reason``), earliest first."""
+    timed = (e for e in corr.errors if e.fields.get("reason") in OUTSIDE_ENDS and e.ts is not None)
+    return sorted(timed, key=lambda e: (e.ts or 0.0, e.line))
 
 
 def _signal_named(stop: Event) -> str:
