@@ -75,6 +75,16 @@ def test_rank_prefixes_of_every_launcher_are_stripped() -> None:
     assert strip_prefixes(pdsh) == ("[E808 10:31:07.406255799 ProcessGroupNCCL.cpp:1895] boom", None, 19)
     timed = "trainer-2: [2024-02-24 04:37:51,021] [ERROR] [launch.py:321:sigkill_handler] x"
     assert strip_prefixes(timed)[0] == "[2024-02-24 04:37:51,021] [ERROR] [launch.py:321:sigkill_handler] x"
+    # a log collector's own time before a rank's prefix (a wrapper's, kubectl logs --timestamps'):
+    # real pastes (corpus qwen3coder-174 and ace-851)
+    oom = "2024-11-20 14:37:16 [rank3]: torch.OutOfMemoryError: CUDA out of memory."
+    assert strip_prefixes(oom) == ("torch.OutOfMemoryError: CUDA out of memory.", None, 3)
+    k8s = "2026-02-18T10:48:25.681Z [rank7]:[E218 10:48:25.033625188 ProcessGroupNCCL.cpp:632] x"
+    assert strip_prefixes(k8s) == ("[E218 10:48:25.033625188 ProcessGroupNCCL.cpp:632] x", None, 7)
+    assert strip_prefixes("2026-02-18T10:48:25Z [default2]:boom") == ("boom", 2, None)
+    # ... and only there: a logger's own time before its message stays the line's
+    logged = "2024-11-20 14:37:16 [INFO] step 3"
+    assert strip_prefixes(logged) == (logged, None, None)
     # ... but an exception's name before a bracket is not a host (no digit, hyphen or address)
     gloo = "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer"
     assert strip_prefixes(gloo) == (gloo, None, None)
