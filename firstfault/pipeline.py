@@ -147,6 +147,7 @@ def _after_parse(
         kernel_logs=bool(bundle.of_kind(FileKind.KERNEL_LOG)),
         training_end=pr.ctx.training_end,
         cut_traceback=min(pr.ctx.cut_traceback.values(), default=None),
+        file_ends=pr.ctx.file_ends,
         file_spans=_console_spans(bundle, pr),
         last_words=pr.ctx.last_words,
     )

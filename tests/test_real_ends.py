@@ -86,3 +86,37 @@ def test_error_lines_no_signature_knows_after_a_stop_from_outside_are_its_fallou
     v = analyze_text(tmp_path, _PREEMPTED)
     assert str(v.category) == "scheduler"
     assert v.root_event is not None and "CANCELLED AT 2021-03-15T17:50:23" in v.root_event.text
+
+
+# vllm-project/vllm#15498: the worker pod's torchrun under --rdzv_backend=c10d, whose leader's name
+# did not resolve; the paste ends on c10d's retry warning (the thread: the job never got further)
+_UNRESOLVED = """\
+worker # torchrun --nnodes 2 --nproc-per-node=gpu --rdzv_backend=c10d --rdzv_endpoint=leader test.py
+
+W0323 01:38:17.786000 275 torch/distributed/run.py:792]
+W0323 01:38:17.786000 275 torch/distributed/run.py:792] *****************************************
+W0323 01:38:17.786000 275 torch/distributed/run.py:792] Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your system being overloaded, please further tune the variable for optimal performance in your application as needed.
+W0323 01:38:17.786000 275 torch/distributed/run.py:792] *****************************************
+[W323 01:38:19.204441686 socket.cpp:759] [c10d] The IPv6 network addresses of (leader-6b8cr, 35421) cannot be retrieved (gai error: -2 - Name or service not known).
+"""
+
+
+def test_a_log_that_ends_on_a_connection_retry_is_a_job_still_waiting_not_a_healthy_one(tmp_path: Path) -> None:
+    """c10d's client socket retries a store connection until its connect timeout (socket.cpp
+    ``tryConnect``: ``retry = true``); a healthy job warns and goes on. This paste ends on the
+    retry, with no error line: it read "no failure found". It is the rendezvous host's name that
+    does not resolve, a failure of the set-up."""
+    v = analyze_text(tmp_path, _UNRESOLVED)
+    assert str(v.category) == "configuration" and v.culprit.ranks == []
+    assert "still being retried" in v.summary and "gai error: -2" in v.summary
+    assert v.confidence <= 0.5
+
+
+def test_a_connection_retry_the_log_goes_on_from_is_no_failure(tmp_path: Path) -> None:
+    """The same warning with the job's end below it (torchrun's agent's own line, api.py
+    ``_invoke_run``): the retry succeeded, and the job ended well."""
+    done = (
+        "I0323 01:52:40.118000 275 torch/distributed/elastic/agent/server/api.py:879] [default] worker group "
+        "successfully finished. Waiting 300 seconds for other agents to finish.\n"
+    )
+    assert str(analyze_text(tmp_path, _UNRESOLVED + done).category) == "none"

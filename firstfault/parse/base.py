@@ -140,6 +140,9 @@ class ParseContext:
     # file -> "file:line: text" of the last frame where the file ends inside a Python traceback
     # (its exception line never printed: a paste cut there, a process killed mid-print)
     cut_traceback: dict[str, str] = field(default_factory=dict)
+    # file -> the number of its last line that is not blank (the tail read holds the file's end):
+    # a line that says a wait was still going counts only where nothing follows it
+    file_ends: dict[str, int] = field(default_factory=dict)
     # rank -> ("file:line", text) of the last line its own stderr file holds (torchrun's per-rank
     # stderr.log on one host, a log named for its rank): what a rank that exited without a
     # traceback wrote last ("shard 3: no samples left", sys.exit's message)

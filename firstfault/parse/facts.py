@@ -285,6 +285,14 @@ def _last_words(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseConte
         return
 
 
+def _file_end(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext) -> None:
+    """The number of the file's last line that is not blank (a live reader's later batch moves it)."""
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].strip():
+            ctx.file_ends[sf.rel] = first_no + i
+            return
+
+
 # CPython's warnings.formatwarning: "path:lineno: CategoryWarning: message"
 _WARNING_LINE = re.compile(r":\d+: \w*Warning: ")
 
@@ -358,6 +366,7 @@ def absorb_lines(
     _training_end(lines, first_no, sf, ctx)
     _cut_traceback(lines, first_no, sf, ctx)
     _last_words(lines, first_no, sf, ctx)
+    _file_end(lines, first_no, sf, ctx)
     pids = worker_ranks(head_text, tail_text)
     _training_after(lines, first_no, sf, ctx, tail_text, pids)
     if first_no > 1 and head is not lines:

@@ -374,6 +374,16 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
             cat = Category.CONFIGURATION
             summary += _SET_UP_SUFFIX
         act = DEFAULT_ACTION[cat]
+    elif (wait := _still_retrying(inp.events, inp.file_ends)) is not None:
+        cat, conf = wait.category, 0.3
+        summary = (
+            f"the log ends while a connection was still being retried ({_quoted(wait)}): torch's c10d "
+            "socket retries it until its connect timeout, and nothing after it shows the connection made"
+        )
+        if _before_training(wait, inp):
+            cat = Category.CONFIGURATION
+            summary += _SET_UP_SUFFIX
+        act = DEFAULT_ACTION[cat]
     elif inp.cut_traceback is not None:
         cat, act, conf = Category.UNKNOWN, Action.RESTART, 0.3
         summary = (
@@ -446,6 +456,24 @@ def _failed_call(events: Sequence[Event]) -> Event | None:
     competes with one; but a job whose log holds it did not end well, and a paste of only such lines
     read as healthy would be a lie. Its code says how the call failed (the signature's category)."""
     return _first_unended(events, lambda e: e.fields.get("failed_call") == "1")
+
+
+def _still_retrying(events: Sequence[Event], file_ends: dict[str, int]) -> Event | None:
+    """A connection retry its file ends on (signature field ``retrying``), when nothing says the
+    job ended well.
+
+    Why: torch's c10d client socket retries a connection to the store (a name that does not
+    resolve, a refused or unroutable port) until its connect timeout, warning as it goes
+    (socket.cpp ``SocketConnectOp::tryConnect``: ``retry = true``, "warn only every 30 seconds").
+    A healthy job prints such a warning and goes on: the connection is made and the log goes on
+    below it. A log whose last line is the retry shows a job still waiting to reach its store, not
+    one that ended well; "no failure found" there would be a lie. The real pastes: a worker pod's
+    rendezvous host that did not resolve (kubernetes-sigs/jobset#603, vllm#15498), a port with no
+    route (kubeflow/trainer#2041)."""
+    if any(e.fields.get("completed") for e in events):
+        return None
+    ends = [e for e in events if e.fields.get("retrying") == "1" and file_ends.get(e.source) == e.line]
+    return min(ends, key=lambda e: (e.source, e.line)) if ends else None
 
 
 def _no_failure(events: Sequence[Event], training_end: str | None) -> tuple[str, float]:

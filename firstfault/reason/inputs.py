@@ -40,6 +40,8 @@ class ReasoningInput:
     # "file:line: text" of the last frame of a traceback a file ends inside (its exception line
     # missing: a paste cut there), the first such file's
     cut_traceback: str | None = None
+    # file -> the number of its last line that is not blank (``parse.facts._file_end``)
+    file_ends: dict[str, int] = field(default_factory=dict)
     # each job-output file's first and last time (a node's console that stopped before its peers failed)
     file_spans: dict[str, tuple[float, float] | None] = field(default_factory=dict)  # None: no timed line
     # rank -> ("file:line", text): the last line its own stderr file holds (``parse.facts._last_words``)
