@@ -162,17 +162,33 @@ def _read_before_bare_exit(cands: list[Candidate]) -> None:
     the log, falls inside that second with no exact clock of its own (a time taken from a line
     below or above it), nothing orders the two; the midpoint rule of ``candidate_order`` would
     then pick the exit over the error half the time. The error explains something; the bare exit
-    only says that something happened."""
+    only says that something happened.
+
+    A file with no clock at all orders a process's lines by where they are: an exit record is
+    written once the process has ended, after everything it printed, so an error line above a bare
+    exit's record in the same file, neither of them timed, that the exiting process could have
+    printed (its rank's, or one that names no rank) came first (a paste of a CUDA OOM over srun's
+    "task 4: Exited with exit code 1" records). Another rank's line says nothing of the order."""
     if len(cands) < 2:
         return
     top = cands[0]
-    if (
-        top.kind != CandidateKind.EXIT
-        or top.event is None
-        or top.event.ts_quality != TsQuality.COARSE
-        or top.ts is None
-        or exit_signal(top.event) is not None
-    ):
+    if top.kind != CandidateKind.EXIT or top.event is None or exit_signal(top.event) is not None:
+        return
+    if top.ts is None:
+        above = [
+            (c.event.line, i)
+            for i, c in enumerate(cands[1:], start=1)
+            if c.ts is None
+            and c.kind == CandidateKind.EVENT
+            and c.event is not None
+            and c.event.source == top.event.source
+            and c.event.line < top.event.line
+            and c.event.rank in (None, top.rank)
+        ]
+        if above:
+            cands.insert(0, cands.pop(min(above)[1]))
+        return
+    if top.event.ts_quality != TsQuality.COARSE:
         return
     for i, c in enumerate(cands[1:], start=1):
         if c.ts is None or c.ts >= top.ts + 1.0:
