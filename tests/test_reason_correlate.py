@@ -296,6 +296,27 @@ def test_one_call_of_two_kinds_conflicts_only_within_one_group() -> None:
     assert conflicting_collective([wd(0, "ALLREDUCE"), wd(5, "BROADCAST", pg_rank="1")]) is None
 
 
+def test_watchdogs_of_one_group_at_different_collectives_are_out_of_step() -> None:
+    """A collective completes only once every member joined it, so ranks that wait on a peer wait
+    at one sequence number. Rank 1 at #126 completed #122-#125, which rank 0 (at #122) never did:
+    they did not issue the same calls (accelerate#3250's two watchdogs). Not across groups, and not
+    for point-to-point calls, which are numbered apart."""
+    from firstfault.reason.causality import conflicting_collective
+
+    def wd(rank: int, seq: int, op: str, **fields: str) -> object:
+        e = _watchdog(rank, seq, 10)
+        e.fields.update({"op_type": op, "timeout_ms": "600000", **fields})
+        return e
+
+    found = conflicting_collective([wd(0, 122, "_REDUCE_SCATTER_BASE"), wd(1, 126, "_ALLGATHER_BASE")])
+    assert found is not None and found.seq == "122"
+    assert found.ops == {"_REDUCE_SCATTER_BASE #122": [0], "_ALLGATHER_BASE #126": [1]}
+    assert found.what is not None and "did not issue the same collectives" in found.what
+    assert conflicting_collective([wd(0, 122, "ALLREDUCE"), wd(1, 122, "ALLREDUCE")]) is None
+    assert conflicting_collective([wd(0, 7, "ALLREDUCE", pg_id="0"), wd(1, 9, "ALLREDUCE", pg_id="2")]) is None
+    assert conflicting_collective([wd(0, 7, "SEND"), wd(1, 9, "RECV")]) is None
+
+
 def _lost_job(quiet: tuple[int, ...], world: int = 4) -> list:
     """A rank-less error, then every rank not in ``quiet`` loses its connection to a peer."""
     out = [ev("RuntimeError: shard index out of range", ts=T0, layer=Layer.APPLICATION)]

@@ -392,7 +392,9 @@ def _conflict_reading(conflict: CollectiveConflict) -> Candidate:
         "no majority says which side took the wrong path: no rank is named (the flight recorder's dumps "
         "or TORCH_DISTRIBUTED_DEBUG=DETAIL would show each rank's collective)",
     ]
-    return Candidate(CandidateKind.SILENT, None, None, None, None, Category.COLLECTIVE_MISMATCH, reasons)
+    return Candidate(
+        CandidateKind.SILENT, None, None, None, None, Category.COLLECTIVE_MISMATCH, reasons, what=conflict.what
+    )
 
 
 # A dead process's sockets close at once, so its peers see the loss within seconds of its last line;

@@ -15,7 +15,9 @@ The rank that reports a fault first is not always the one at fault:
   ranks to global ranks, and the rank whose collective differs from the others' is the culprit.
 * **one collective, two kinds** (:func:`conflicting_collective`): watchdogs that gave up on the
   same sequence number of one process group name different collectives. The ranks diverged there:
-  a mismatch, even where no majority says which side is odd.
+  a mismatch, even where no majority says which side is odd. So do watchdogs of one group that
+  gave up at different sequence numbers (:func:`_out_of_step`): a collective completes only once
+  every member joined it, so ranks that merely waited on a peer wait at the same one.
 """
 
 from __future__ import annotations
@@ -306,8 +308,9 @@ class CollectiveConflict:
     """Ranks whose watchdogs name one collective (a sequence number) as collectives of different kinds."""
 
     seq: str
-    ops: dict[str, list[int]]  # op type -> the ranks that timed out in it
+    ops: dict[str, list[int]]  # op type (out of step: "op #seq") -> the ranks that timed out in it
     reason: str
+    what: str | None = None  # the headline, where it is not one call named as different collectives
 
 
 def _group_of(e: Event) -> tuple[str, str] | None:
@@ -356,4 +359,41 @@ def conflicting_collective(events: Iterable[Event]) -> CollectiveConflict | None
             "different paths there, and each waits for peers that will not join it"
         )
         return CollectiveConflict(seq, ops, reason)
+    return _out_of_step(first)
+
+
+def _out_of_step(first: dict[int, Event]) -> CollectiveConflict | None:
+    """Watchdogs of one group that gave up at different collectives: the ranks are out of step.
+
+    A watchdog reports the first collective its rank has not completed, and a collective
+    completes only once every member of the group has joined it: ranks that wait on a peer wait at
+    the same sequence number. A rank whose watchdog names a later one completed calls that the
+    other rank, which issued them too, never completed: the two did not issue the same
+    collectives in the same order (a skipped or extra call, a branch, uneven data). Which side is
+    odd, two ranks do not say. Point-to-point calls are numbered apart and left out."""
+    at: dict[str, dict[int, list[int]]] = {}
+    ops: dict[tuple[str, int], str] = {}
+    for r, e in sorted(first.items()):
+        group, op = _group_of(e), e.fields.get("op_type", "")
+        if group is None or not op or op in P2P_OPS:
+            continue
+        key = "/".join(group)
+        seq = int(e.fields["seq"])
+        at.setdefault(key, {}).setdefault(seq, []).append(r)
+        ops[(key, seq)] = op
+    for key, seqs in sorted(at.items()):
+        if len(seqs) < 2:
+            continue
+        said = "; ".join(f"rank(s) {', '.join(map(str, rs))} at {ops[(key, q)]} #{q}" for q, rs in sorted(seqs.items()))
+        reason = (
+            f"the watchdogs of one group gave up at different collectives ({said}): a collective completes only "
+            "once every member joined it, so a rank further on completed calls its peer never did; the ranks "
+            "did not issue the same collectives in the same order"
+        )
+        what = (
+            "the ranks' watchdogs gave up at different collectives of one group: they did not issue the same "
+            "collectives in the same order"
+        )
+        calls = {f"{ops[(key, q)]} #{q}": rs for q, rs in sorted(seqs.items())}
+        return CollectiveConflict(str(min(seqs)), calls, reason, what)
     return None
