@@ -32,6 +32,8 @@ CASES = [
     (120, 1, "108_dataloader_hang_32", "a console copy whose time is inherited folds into the rank's own line"),
     (120, 1, "048_thermal_256", "a GPU that throttles late shows in the last quarter of the run"),
     (120, 1, "089_dataloader_hang_512", "srun -l agent labels map to ranks without a [rankN] line"),
+    (120, 0, "016_disk_full_8", "a full disk on one of two hosts is that host's, not every rank's (4 of 8)"),
+    (120, 1, "111_disk_full_8", "the same on the other host: half the world failing alike on one host"),
 ]
 
 

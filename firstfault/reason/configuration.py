@@ -8,7 +8,8 @@ earliest of them is not a culprit; the job is. Two readings follow:
   all show one template (signature and message, numbers masked), on at least two ranks and on at
   least half the world where the world size is known (the launcher tears the rest down before
   they print), or as many rank-less copies as ranks that failed. Then no single rank is the
-  culprit.
+  culprit. Not a failure of a host's own resource (a full disk, its memory) on the ranks of one
+  host of several: that host is the culprit.
 * **before training** (:func:`before_training`): the failure came before any rank's first
   progress line; with no progress at all, within ``Reasoning.pretrain_max_s`` of the job's first line. An
   exception there (``application_error``), an unrecognised error, or a scheduler-enforced memory
@@ -81,6 +82,8 @@ def common_failure(corr: Correlation, world: int | None) -> CommonFailure | None
             counts[template_key(e)] = counts.get(template_key(e), 0) + 1
         keys = {max(counts, key=lambda k: counts[k])}
     (key,) = keys
+    if _one_hosts_resource(corr, own):
+        return None
     same = [e for e in rankless if template_key(e) == key]
     exits = [r for r, v in corr.ranks.items() if v.said_nothing() and failed_exit(v)]
     failed = len(own) + len(exits)
@@ -90,6 +93,25 @@ def common_failure(corr: Correlation, world: int | None) -> CommonFailure | None
         return None
     earliest = min([*own.values(), *same], key=lambda e: (e.ts if e.ts is not None else float("inf"), e.line))
     return CommonFailure(earliest, sorted(own), copies, failed)
+
+
+# Failures of a resource each host has of its own: its disk, its memory
+_HOST_RESOURCES = (Category.STORAGE_IO, Category.HOST_OOM)
+
+
+def _one_hosts_resource(corr: Correlation, own: dict[int, Event]) -> bool:
+    """Did the ranks that failed the same way all sit on one host of a job that spans several, in a
+    failure of a host's own resource (a full local disk, its memory)?
+
+    Why: every rank reads the same configuration, so a set-up failure is every rank's wherever it
+    runs; but a disk or a memory fills on one machine. When the ranks of one host fail writing
+    their checkpoint and the other hosts' ranks do not, that host is the culprit, not the job,
+    however many ranks it holds (four of eight is half the world)."""
+    if not own or next(iter(own.values())).category not in _HOST_RESOURCES:
+        return False
+    hosts = {h for r in own for h in corr.ranks[r].hosts}
+    everywhere = {h for v in corr.ranks.values() for h in v.hosts}
+    return len(hosts) == 1 and len(everywhere) > 1
 
 
 def _common_exit(corr: Correlation, world: int | None) -> CommonFailure | None:
