@@ -7,6 +7,9 @@ written once the process has ended, after everything it printed; with no time on
 error the exiting process could have printed, above its record, came first. Another rank's line
 above it says nothing of the order.
 
+A bare exception header ("pkg.SomeError:") gives way to its message below it, as CPython prints a
+message that starts with a newline.
+
 Watchdogs of one group that gave up at different collectives: a collective completes only once
 every member joined it, so ranks that wait on a peer wait at one sequence number; ranks at
 different ones did not issue the same calls.
@@ -47,3 +50,14 @@ def test_two_watchdogs_at_different_collectives_read_as_a_mismatch_with_no_rank_
         v = analyze(THREADS / name / "log.txt")
         assert str(v.category) == "collective_mismatch", name
         assert v.culprit.ranks == [], name
+
+
+def test_an_exception_header_with_no_message_gives_way_to_the_message_below_it() -> None:
+    """Accelerate's troubleshooting guide: DistributedOperationException's message starts with a
+    newline, so CPython prints "accelerate.utils.operations.DistributedOperationException:" bare
+    and the message ("Cannot apply desired operation due to shape mismatches ...") below it. The
+    bare header, a generic exception before training, read "configuration"; the message says
+    what failed: the two processes broadcast tensors of different shapes."""
+    v = analyze(THREADS / "accelerate-troubleshooting-shape-mismatch" / "log.txt")
+    assert str(v.category) == "collective_mismatch"
+    assert v.root_event is not None and v.root_event.signature == "accelerate.operation_shape_mismatch"

@@ -20,8 +20,14 @@ def explained_below(cands: list[Candidate]) -> None:
     9637888)"): the first says only that a call failed (its category is ``unknown``), the second
     what it was for. When the earliest candidate reads ``unknown`` and a candidate of a known
     category is the same report (same file and rank, within three lines below), that one leads.
+
+    So does an exception's header with no message ("accelerate.utils.operations.
+    DistributedOperationException:"): CPython prints ``f"{type}: {message}"``, so a message that
+    starts with a newline leaves the header bare and puts the message, what failed, below it.
     """
-    if not cands or cands[0].category != Category.UNKNOWN or cands[0].event is None:
+    if not cands or cands[0].event is None:
+        return
+    if cands[0].category != Category.UNKNOWN and not _bare_header(cands[0].event):
         return
     top = cands[0].event
     why = (
@@ -39,6 +45,11 @@ def explained_below(cands: list[Candidate]) -> None:
             c.reasons.append(why)
             cands.insert(0, cands.pop(i))
             return
+
+
+def _bare_header(e: Event) -> bool:
+    """An uncaught exception's line that names its type and no message ("pkg.SomeError:")."""
+    return e.signature == "python.exception" and e.text.rstrip().endswith(":") and not e.fields.get("msg")
 
 
 def _below_in_report(top: Event, e: Event) -> bool:
