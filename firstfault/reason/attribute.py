@@ -365,25 +365,19 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
             cat, act = Category.CONFIGURATION, DEFAULT_ACTION[Category.CONFIGURATION]
             summary += _SET_UP_SUFFIX
     elif (call := _failed_call(inp.events)) is not None:
-        cat, conf = call.category, 0.3
-        summary = (
+        cat, act, conf, summary = _no_error_but(
+            call,
+            inp,
             f"a call failed, and no line in the log says why: {_quoted(call)} is a back trace that reports a "
-            "failure's code, not its cause (NCCL's own WARN line, above it in a full log, names the call)"
+            "failure's code, not its cause (NCCL's own WARN line, above it in a full log, names the call)",
         )
-        if _before_training(call, inp):
-            cat = Category.CONFIGURATION
-            summary += _SET_UP_SUFFIX
-        act = DEFAULT_ACTION[cat]
     elif (wait := _still_retrying(inp.events, inp.file_ends)) is not None:
-        cat, conf = wait.category, 0.3
-        summary = (
+        cat, act, conf, summary = _no_error_but(
+            wait,
+            inp,
             f"the log ends while a connection was still being retried ({_quoted(wait)}): torch's c10d "
-            "socket retries it until its connect timeout, and nothing after it shows the connection made"
+            "socket retries it until its connect timeout, and nothing after it shows the connection made",
         )
-        if _before_training(wait, inp):
-            cat = Category.CONFIGURATION
-            summary += _SET_UP_SUFFIX
-        act = DEFAULT_ACTION[cat]
     elif inp.cut_traceback is not None:
         cat, act, conf = Category.UNKNOWN, Action.RESTART, 0.3
         summary = (
@@ -417,6 +411,15 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
 
 # The reading an unexplained failure gets before training (reason.configuration): the set-up's.
 _SET_UP_SUFFIX = "; it came before any training line: read as a failure of the set-up"
+
+
+def _no_error_but(e: Event, inp: ReasoningInput, summary: str) -> tuple[Category, Action, float, str]:
+    """The reading of a line that is no error of its own but says the job did not end well: its
+    signature's category (the set-up's before training), at low confidence."""
+    cat = e.category
+    if _before_training(e, inp):
+        cat, summary = Category.CONFIGURATION, summary + _SET_UP_SUFFIX
+    return cat, DEFAULT_ACTION[cat], 0.3, summary
 
 
 def _before_training(e: Event, inp: ReasoningInput) -> bool:
