@@ -61,3 +61,11 @@ def test_an_exception_header_with_no_message_gives_way_to_the_message_below_it()
     v = analyze(THREADS / "accelerate-troubleshooting-shape-mismatch" / "log.txt")
     assert str(v.category) == "collective_mismatch"
     assert v.root_event is not None and v.root_event.signature == "accelerate.operation_shape_mismatch"
+
+
+def test_torchs_flight_recorder_report_names_the_ranks_that_never_joined() -> None:
+    """PyTorch's tutorial on debugging hangs: fr_trace's report on a 2-rank job whose rank 1 sleeps
+    before an all-reduce, "Not all ranks joining collective, sequence number: 4 ... missing
+    ranks: {1}". It read "no failure found"; the report names the rank the other waited for."""
+    v = analyze(THREADS / "pytorch-tutorials-debug-hangs-fr-cli" / "log.txt")
+    assert str(v.category) == "hang" and v.culprit.ranks == [1]
