@@ -238,9 +238,7 @@ def _cut_traceback(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseCo
     that ends inside a traceback is noted until a later batch of the file ends otherwise.
     """
     ctx.cut_traceback.pop(sf.rel, None)
-    last = len(lines) - 1
-    while last >= 0 and not lines[last].strip():
-        last -= 1
+    last = _last_filled(lines)
     frames, distributed, i = 0, False, last
     while i >= 0 and last - i < CUT_SCAN:
         bare = strip_prefixes(lines[i])[0]
@@ -285,12 +283,19 @@ def _last_words(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseConte
         return
 
 
+def _last_filled(lines: list[str]) -> int:
+    """The index of the last line that is not blank; -1 when every line is."""
+    last = len(lines) - 1
+    while last >= 0 and not lines[last].strip():
+        last -= 1
+    return last
+
+
 def _file_end(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext) -> None:
     """The number of the file's last line that is not blank (a live reader's later batch moves it)."""
-    for i in range(len(lines) - 1, -1, -1):
-        if lines[i].strip():
-            ctx.file_ends[sf.rel] = first_no + i
-            return
+    last = _last_filled(lines)
+    if last >= 0:
+        ctx.file_ends[sf.rel] = first_no + last
 
 
 # CPython's warnings.formatwarning: "path:lineno: CategoryWarning: message"

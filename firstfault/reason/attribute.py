@@ -473,10 +473,7 @@ def _still_retrying(events: Sequence[Event], file_ends: dict[str, int]) -> Event
     one that ended well; "no failure found" there would be a lie. The real pastes: a worker pod's
     rendezvous host that did not resolve (kubernetes-sigs/jobset#603, vllm#15498), a port with no
     route (kubeflow/trainer#2041)."""
-    if any(e.fields.get("completed") for e in events):
-        return None
-    ends = [e for e in events if e.fields.get("retrying") == "1" and file_ends.get(e.source) == e.line]
-    return min(ends, key=lambda e: (e.source, e.line)) if ends else None
+    return _first_unended(events, lambda e: e.fields.get("retrying") == "1" and file_ends.get(e.source) == e.line)
 
 
 def _no_failure(events: Sequence[Event], training_end: str | None) -> tuple[str, float]:

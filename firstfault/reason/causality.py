@@ -310,7 +310,7 @@ class CollectiveConflict:
     seq: str
     ops: dict[str, list[int]]  # op type (out of step: "op #seq") -> the ranks that timed out in it
     reason: str
-    what: str | None = None  # the headline, where it is not one call named as different collectives
+    what: str  # the verdict's headline
 
 
 def _group_of(e: Event) -> tuple[str, str] | None:
@@ -358,14 +358,15 @@ def conflicting_collective(events: Iterable[Event]) -> CollectiveConflict | None
             f"the watchdogs name collective #{seq} as different collectives ({said}): the ranks took "
             "different paths there, and each waits for peers that will not join it"
         )
-        return CollectiveConflict(seq, ops, reason)
-    return _out_of_step(first)
+        what = "the ranks timed out in one collective call, named as different collectives: they took different paths"
+        return CollectiveConflict(seq, ops, reason, what)
+    return _out_of_step(calls)
 
 
 OUT_OF_STEP_MAX = 32  # collectives a rank can be ahead of a peer (see ``_out_of_step``)
 
 
-def _out_of_step(first: dict[int, Event]) -> CollectiveConflict | None:
+def _out_of_step(calls: dict[tuple[tuple[str, str], str], dict[str, list[int]]]) -> CollectiveConflict | None:
     """Watchdogs of one group that gave up at different collectives: the ranks are out of step.
 
     A watchdog reports the first collective its rank has not completed, and a collective
@@ -377,21 +378,19 @@ def _out_of_step(first: dict[int, Event]) -> CollectiveConflict | None:
 
     A rank runs ahead only as far as it can queue calls before something blocks it (a few; 2 and 4
     in the real pastes), so numbers further apart than ``OUT_OF_STEP_MAX`` are more likely two
-    groups whose lines do not say which they are (a subgroup whose ranks number as the world's)."""
-    at: dict[str, dict[int, list[int]]] = {}
-    ops: dict[tuple[str, int], str] = {}
-    for r, e in sorted(first.items()):
-        group, op = _group_of(e), e.fields.get("op_type", "")
-        if group is None or not op or op in P2P_OPS:
-            continue
-        key = "/".join(group)
-        seq = int(e.fields["seq"])
-        at.setdefault(key, {}).setdefault(seq, []).append(r)
-        ops[(key, seq)] = op
-    for key, seqs in sorted(at.items()):
+    groups whose lines do not say which they are (a subgroup whose ranks number as the world's).
+
+    ``calls`` is :func:`conflicting_collective`'s table, (group, sequence number) -> op -> ranks,
+    with one op per call (a call named as two was a conflict of its own)."""
+    at: dict[tuple[str, str], dict[int, tuple[str, list[int]]]] = {}
+    for (group, seq), ops in calls.items():
+        ((op, ranks),) = ops.items()
+        at.setdefault(group, {})[int(seq)] = (op, ranks)
+    for _, seqs in sorted(at.items()):
         if len(seqs) < 2 or max(seqs) - min(seqs) > OUT_OF_STEP_MAX:
             continue
-        said = "; ".join(f"rank(s) {', '.join(map(str, rs))} at {ops[(key, q)]} #{q}" for q, rs in sorted(seqs.items()))
+        named = {f"{op} #{q}": rs for q, (op, rs) in sorted(seqs.items())}
+        said = "; ".join(f"rank(s) {', '.join(map(str, rs))} at {call}" for call, rs in named.items())
         reason = (
             f"the watchdogs of one group gave up at different collectives ({said}): a collective completes only "
             "once every member joined it, so a rank further on completed calls its peer never did; the ranks "
@@ -401,6 +400,5 @@ def _out_of_step(first: dict[int, Event]) -> CollectiveConflict | None:
             "the ranks' watchdogs gave up at different collectives of one group: they did not issue the same "
             "collectives in the same order"
         )
-        calls = {f"{ops[(key, q)]} #{q}": rs for q, rs in sorted(seqs.items())}
-        return CollectiveConflict(str(min(seqs)), calls, reason, what)
+        return CollectiveConflict(str(min(seqs)), named, reason, what)
     return None

@@ -122,8 +122,6 @@ def _what(c: Candidate, cat: Category, corr: Correlation, progressed: Container[
         return c.what
     elif root is not None:
         return root.text.strip()
-    elif c.kind == CandidateKind.SILENT and c.rank is None and cat == Category.COLLECTIVE_MISMATCH:
-        return "the ranks timed out in one collective call, named as different collectives: they took different paths"
     elif c.kind == CandidateKind.SILENT and c.rank is None and cat == Category.PROCESS_CRASH:
         return "a log stopped without a word as its peers lost their connections: the processes writing it were lost"
     elif c.kind == CandidateKind.SILENT and c.rank is None and cat == Category.CONFIGURATION:

@@ -63,12 +63,10 @@ TQDM_BAR = re.compile(r"^[^\[\n]{0,160}?\d{1,3}%\|[^|\n]{0,200}\|[^\[\n]{0,40}\[
 # A log collector's own time in front of a rank's prefix: ``kubectl logs --timestamps`` and
 # ``docker logs -t`` write RFC 3339 ("2026-02-18T10:48:25.681Z [rank7]:[E218 ...]"), a logging
 # wrapper or ``ts`` a plain date and time ("2024-11-20 14:37:16 [rank3]: torch.OutOfMemoryError").
-# Peeled only where a rank's or torchrun's prefix follows, so the prefix still names the rank; the
-# line keeps the time (``parse.base.SourceParser.timestamp`` reads it from the unpeeled line).
-COLLECTOR_TIME = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?:? "
-    r"(?=\[rank(?:\d+\]:|(?:=|: )\d+\] )|\[(?!rank\d)[A-Za-z_][\w-]*?\d+\]:)"
-)
+# Peeled only where a rank's or torchrun's prefix follows (``RANK_PREFIX``, ``ELASTIC_PREFIX``), so
+# the prefix still names the rank; the line keeps the time (``parse.base.SourceParser.timestamp``
+# reads it from the unpeeled line).
+COLLECTOR_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?:? ")
 
 
 # Ray's log monitor labels each worker's line with the process that printed it ("(RayTrainWorker
@@ -102,7 +100,9 @@ def strip_prefixes(text: str, srun: bool = True, pdsh: bool = True) -> tuple[str
     if text[:1] == "(" and (ray := RAY_PREFIX.match(text)):
         text = text[ray.end() :]
     if text[:1].isdigit() and (clock := COLLECTOR_TIME.match(text)):
-        text = text[clock.end() :]
+        rest = text[clock.end() :]
+        if RANK_PREFIX.match(rest) or ELASTIC_PREFIX.match(rest):
+            text = rest
     if "%|" in text and (bar := TQDM_BAR.match(text)):
         text = text[bar.end() :]
     if text.find(">:", 0, 64) >= 0 and (mpi := MPI_PREFIX.match(text)):
