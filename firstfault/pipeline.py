@@ -150,6 +150,7 @@ def _after_parse(
         file_ends=pr.ctx.file_ends,
         file_spans=_console_spans(bundle, pr),
         last_words=pr.ctx.last_words,
+        losses=pr.ctx.losses,
     )
     verdict = attribute(corr, inp, warnings, later=later)
     stats = {

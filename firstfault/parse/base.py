@@ -147,6 +147,9 @@ class ParseContext:
     # stderr.log on one host, a log named for its rank): what a rank that exited without a
     # traceback wrote last ("shard 3: no samples left", sys.exit's message)
     last_words: dict[int, tuple[str, str]] = field(default_factory=dict)
+    # file -> series (a rank, None where the lines name none) -> its last training-loss values
+    # as (line, value) (``parse.losses``): a climb at the end is a divergence with no error line
+    losses: dict[str, dict[int | None, list[tuple[int, float]]]] = field(default_factory=dict)
 
     def progress(self, attempt: int | None = None) -> dict[int, Progress]:
         """Per-rank progress of one attempt (default: the first one seen)."""

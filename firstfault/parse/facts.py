@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from firstfault.discover import SourceFile
+from firstfault.parse import losses as losses_mod
 from firstfault.parse import progress as progress_mod
 from firstfault.parse.base import MAX_TEXT, ParseContext, Progress
 from firstfault.parse.job_marks import rank_tagged, world_size
@@ -298,6 +299,30 @@ def _file_end(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext
         ctx.file_ends[sf.rel] = first_no + last
 
 
+def _losses(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext) -> None:
+    """Fold the training-loss values of a file's last lines into its series (``parse.losses``);
+    a live reader's batches fold in order, so the series stays the file's last values."""
+    found: list[tuple[int | None, int, float]] = []
+    stop = max(0, len(lines) - losses_mod.SCAN_LINES)
+    i = len(lines) - 1
+    # read back from the end: a rank's log holds a loss on every step line, and its last values
+    # are all a series needs (a tail of thousands of step lines costs ``SCAN_VALUES`` of them)
+    while i >= stop and len(found) < losses_mod.SCAN_VALUES:
+        raw = lines[i]
+        if "oss" in raw:
+            text, local_rank, rank = strip_prefixes(raw)
+            got = losses_mod.loss_value(text)
+            if got is not None:
+                who = rank if rank is not None else local_rank if local_rank is not None else got[0]
+                found.append((who, first_no + i, got[1]))
+        i -= 1
+    if not found:
+        return
+    series = ctx.losses.setdefault(sf.rel, {})
+    for who, no, value in reversed(found):
+        losses_mod.fold(series, who, no, value)
+
+
 # CPython's warnings.formatwarning: "path:lineno: CategoryWarning: message"
 _WARNING_LINE = re.compile(r":\d+: \w*Warning: ")
 
@@ -372,6 +397,7 @@ def absorb_lines(
     _cut_traceback(lines, first_no, sf, ctx)
     _last_words(lines, first_no, sf, ctx)
     _file_end(lines, first_no, sf, ctx)
+    _losses(lines, first_no, sf, ctx)
     pids = worker_ranks(head_text, tail_text)
     _training_after(lines, first_no, sf, ctx, tail_text, pids)
     if first_no > 1 and head is not lines:

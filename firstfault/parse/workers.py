@@ -85,6 +85,7 @@ def _merge(into: ParseContext, part: ParseContext) -> None:
     into.training_tagged |= part.training_tagged
     into.cut_traceback.update(part.cut_traceback)
     into.file_ends.update(part.file_ends)
+    into.losses.update(part.losses)
     into.last_words.update(part.last_words)
     for rel, no in part.training_ends.items():
         into.training_ends[rel] = max(no, into.training_ends.get(rel, 0))

@@ -39,6 +39,7 @@ from firstfault.reason.correlate import (
     last_words,
 )
 from firstfault.reason.crash_site import apply_crash_site
+from firstfault.reason.divergence import Divergence, diverged
 from firstfault.reason.flightrec import fr_companions
 from firstfault.reason.hypothesis import DEFAULT_ACTION, hypothesis
 from firstfault.reason.inputs import ReasoningInput, fr_dumped_culprits
@@ -384,6 +385,11 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
             f"an exception was raised ({clip(inp.cut_traceback, 160)}), but the log stops inside its "
             "traceback: the exception's own line, the fault, is not in the log"
         )
+    elif (climb := _diverging(inp)) is not None:
+        cat, act, conf = Category.NUMERICAL, DEFAULT_ACTION[Category.NUMERICAL], 0.4
+        summary = f"the loss diverged: {climb.describe()}"
+        if climb.rank is not None:
+            culprit = Culprit(ranks=[climb.rank])
     else:
         cat, act = Category.NONE, Action.NONE
         summary, conf = _no_failure(inp.events, inp.training_end)
@@ -411,6 +417,14 @@ def _no_root(corr: Correlation, inp: ReasoningInput, warnings: Sequence[str]) ->
 
 # The reading an unexplained failure gets before training (reason.configuration): the set-up's.
 _SET_UP_SUFFIX = "; it came before any training line: read as a failure of the set-up"
+
+
+def _diverging(inp: ReasoningInput) -> Divergence | None:
+    """A loss that climbed away at the end of the log (``reason.divergence``), unless the log shows
+    the job's end (a line marking completion, a step counter at its total)."""
+    if inp.training_end is not None or any(e.fields.get("completed") for e in inp.events):
+        return None
+    return diverged(inp.losses)
 
 
 def _no_error_but(e: Event, inp: ReasoningInput, summary: str) -> tuple[Category, Action, float, str]:

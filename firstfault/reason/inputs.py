@@ -46,6 +46,8 @@ class ReasoningInput:
     file_spans: dict[str, tuple[float, float] | None] = field(default_factory=dict)  # None: no timed line
     # rank -> ("file:line", text): the last line its own stderr file holds (``parse.facts._last_words``)
     last_words: dict[int, tuple[str, str]] = field(default_factory=dict)
+    # file -> series (rank or None) -> its last training-loss values as (line, value) (``parse.losses``)
+    losses: dict[str, dict[int | None, list[tuple[int, float]]]] = field(default_factory=dict)
 
 
 def fr_culprits(fr: FRAnalysis | None) -> list[FRCulprit]:

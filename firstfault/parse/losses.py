@@ -1,0 +1,61 @@
+"""The training loss a log's last lines print, per series: what a divergence is read from.
+
+Why: a run whose loss climbs away prints no error. Trainers go on stepping while the loss
+rises from 6 to 10 (BigScience's 104B chronicles, "experiment 2"), and the log a user pastes
+ends there; without the values, "no error in the log" would read as a healthy job. Only a
+file's tail is read (the same bytes the progress facts read), and only the last
+``KEEP`` values of each series are kept: the tail is read back from its end only until
+``SCAN_VALUES`` values are found, so a tail of thousands of step lines costs a few dozen regex
+searches.
+
+A series is one file's training loss, apart per rank where the lines name it ("[rank3]", a
+Ray worker's prefix after ``strip_prefixes``). Validation and evaluation losses are another
+series that this module does not keep: they rise and fall with what is evaluated.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+KEEP = 32  # values kept per series: enough for a sustained climb, never a whole run
+SCAN_LINES = 400  # lines read back from a file's end
+SCAN_VALUES = 2 * KEEP  # values read back, of every series together
+
+# A training loss and its value, as trainers print it: Megatron-LM's training_log()
+# " lm loss: 6.365808E+00 |", a print's "loss 2.2931" or "loss=2.31", transformers' Trainer log
+# dict "{'loss': 0.85, ...}", torchtitan's "loss: 2.3", "train/loss: 1.2"; the same names as the
+# NaN signature (signatures/training_metrics.toml, metrics.nan_loss_or_grad). A name with a
+# validation prefix ("valid loss", "val_loss", "eval_loss", "test loss") is not training's.
+_LOSS = re.compile(
+    r"(?i)(?<![\w.])(?P<pre>(?:valid(?:ation)?|val|eval|test|dev)[ _/])?"
+    r"['\"]?(?:(?:lm|train(?:ing)?)[ _/])?loss['\"]?\s*(?::|=|\||\s)\s*['\"]?(?:tensor\()?"
+    r"(?P<value>[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?)\b"
+)
+_RANK = re.compile(r"\[rank(?P<a>\d+)\]|\brank[ =:](?P<b>\d+)\b")
+
+
+def loss_value(text: str) -> tuple[int | None, float] | None:
+    """(the rank the line names, or None; its training loss) when ``text`` prints one."""
+    if "oss" not in text:
+        return None
+    for m in _LOSS.finditer(text):
+        if m["pre"]:
+            continue
+        value = float(m["value"])
+        if not math.isfinite(value):
+            return None
+        r = _RANK.search(text)
+        return (int(r["a"] or r["b"]) if r else None), value
+    return None
+
+
+def fold(series: dict[int | None, list[tuple[int, float]]], rank: int | None, line: int, value: float) -> None:
+    """Add one value to its series, keeping the last ``KEEP``; a value printed twice in a row
+    (a Ray worker's line echoed by the driver) is one value."""
+    got = series.setdefault(rank, [])
+    if got and got[-1][1] == value:
+        return
+    got.append((line, value))
+    if len(got) > KEEP:
+        del got[: len(got) - KEEP]

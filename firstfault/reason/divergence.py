@@ -1,0 +1,82 @@
+"""A training loss that climbs away at the end of a log: a divergence, with no error line.
+
+Why: "none" must mean the job ended well. A diverging run prints no error: the trainer goes on
+stepping while the loss rises (BigScience's 104B chronicles: "lm loss" from 6.4 to 10.2 over its
+last five logged iterations, then the run was stopped by hand), and a NaN comes later, if ever.
+The log's last values are that run's evidence, so a log that ends on them is read as
+``numerical``, at low confidence: it rests on values, not on a line that says what failed.
+
+What counts (each series apart, ``parse.losses``): the last ``RISES`` + 1 values rise every
+time, and the last is at least ``FACTOR`` times the lowest value the series kept. Both, so that
+neither a single spike (one jump, then the paste ends) nor the slow drift of a noisy loss reads
+as a divergence; a loss at or below zero (an RL objective, a log-likelihood) is no series this
+reads. A log that shows its end (a line that marks completion, a step counter at its total) is
+not read: the job ended, whatever its loss did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from itertools import pairwise
+
+RISES = 3  # consecutive rises the last values make
+FACTOR = 1.5  # the last value against the lowest the series kept
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """A series whose last values climbed: where, whose, and from what to what."""
+
+    source: str
+    rank: int | None
+    first_line: int  # the line of the climb's first value
+    last_line: int
+    low: float  # the lowest value the series kept
+    start: float  # the climb's first value
+    end: float  # its last value
+    values: int  # how many values the climb spans
+
+    def describe(self) -> str:
+        who = f"rank {self.rank}'s" if self.rank is not None else "the"
+        return (
+            f"{who} training loss climbed over its last {self.values} logged values, from {self.start:.4g} to "
+            f"{self.end:.4g} ({self.end / self.low:.1f}x its lowest, {self.low:.4g}; "
+            f"{self.source}:{self.first_line}-{self.last_line}), and no error line follows"
+        )
+
+
+def diverged(losses: dict[str, dict[int | None, list[tuple[int, float]]]]) -> Divergence | None:
+    """The first series (by file, then rank) whose last values climbed away, or None; it names its
+    rank only where that rank's loss climbed and another rank's, in the same log, did not."""
+    found: list[Divergence] = []
+    for source, series in losses.items():
+        for rank, values in series.items():
+            d = _climb(source, rank, values)
+            if d is not None:
+                found.append(d)
+    if not found:
+        return None
+    first = min(found, key=lambda d: (d.source, -1 if d.rank is None else d.rank))
+    kept = sum(len(series) for series in losses.values())
+    if first.rank is not None and (len(found) > 1 or kept == 1):
+        # every rank of a data-parallel job computes on the same weights: a climb on several ranks,
+        # or on the only one the log shows, is the run's, not one rank's
+        first = replace(first, rank=None)
+    return first
+
+
+def _climb(source: str, rank: int | None, values: list[tuple[int, float]]) -> Divergence | None:
+    if len(values) < RISES + 1 or any(v <= 0 for _, v in values):
+        return None
+    tail = values[-(RISES + 1) :]
+    if any(b <= a for (_, a), (_, b) in pairwise(tail)):
+        return None
+    # the climb reaches back as long as it rose: its first value is where it began
+    i = len(values) - RISES - 1
+    while i > 0 and values[i - 1][1] < values[i][1]:
+        i -= 1
+    low = min(v for _, v in values)
+    end = values[-1][1]
+    if end < FACTOR * low:
+        return None
+    return Divergence(source, rank, values[i][0], values[-1][0], low, values[i][1], end, len(values) - i)
