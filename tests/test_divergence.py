@@ -125,3 +125,15 @@ def test_a_climb_on_every_rank_is_the_runs_not_one_ranks(tmp_path: Path) -> None
     v = analyze(tmp_path / "console.log")
     assert str(v.category) == "numerical"
     assert v.culprit.ranks == []
+
+
+def test_a_series_keeps_only_its_trailing_climb() -> None:
+    """A falling or flat loss keeps one value: a bundle of thousands of ranks keeps a few thousand
+    numbers, not a history each."""
+    series: dict[int | None, list[tuple[int, float]]] = {}
+    for line, v in enumerate([3.0, 2.5, 2.4, 2.6, 2.2, 2.1], 1):
+        fold(series, None, line, v)
+    assert series[None] == [(6, 2.1)]
+    for line, v in enumerate([float(x) for x in range(3, 43)], 7):
+        fold(series, None, line, v)
+    assert len(series[None]) == 32 and series[None][0] == (6, 2.1) and series[None][-1] == (46, 42.0)

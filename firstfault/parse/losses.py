@@ -3,10 +3,10 @@
 Why: a run whose loss climbs away prints no error. Trainers go on stepping while the loss
 rises from 6 to 10 (BigScience's 104B chronicles, "experiment 2"), and the log a user pastes
 ends there; without the values, "no error in the log" would read as a healthy job. Only a
-file's tail is read (the same bytes the progress facts read), and only the last
-``KEEP`` values of each series are kept: the tail is read back from its end only until
+file's tail is read (the same bytes the progress facts read), back from its end until
 ``SCAN_VALUES`` values are found, so a tail of thousands of step lines costs a few dozen regex
-searches.
+searches; and only each series' trailing climb is kept (the values since the last one that did
+not rise), so a falling loss keeps one number.
 
 A series is one file's training loss, apart per rank where the lines name it ("[rank3]", a
 Ray worker's prefix after ``strip_prefixes``). Validation and evaluation losses are another
@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 
-KEEP = 32  # values kept per series: enough for a sustained climb, never a whole run
+KEEP = 32  # values a climb keeps: enough for a sustained one, never a whole run
 SCAN_LINES = 400  # lines read back from a file's end
 SCAN_VALUES = 2 * KEEP  # values read back, of every series together
 
@@ -51,11 +51,16 @@ def loss_value(text: str) -> tuple[int | None, float] | None:
 
 
 def fold(series: dict[int | None, list[tuple[int, float]]], rank: int | None, line: int, value: float) -> None:
-    """Add one value to its series, keeping the last ``KEEP``; a value printed twice in a row
-    (a Ray worker's line echoed by the driver) is one value."""
+    """Add one value to its series, which holds only its trailing climb: the values since the last
+    one that did not rise (a value printed twice in a row, a Ray worker's line echoed by the driver,
+    is one value). A falling or flat loss keeps one value per series, so a bundle of thousands of
+    ranks keeps a few thousand numbers. A climb longer than ``KEEP`` keeps its first value (where it
+    began) and its last ones."""
     got = series.setdefault(rank, [])
     if got and got[-1][1] == value:
         return
+    if got and value < got[-1][1]:
+        got.clear()
     got.append((line, value))
     if len(got) > KEEP:
-        del got[: len(got) - KEEP]
+        del got[1]

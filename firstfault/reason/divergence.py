@@ -6,10 +6,10 @@ last five logged iterations, then the run was stopped by hand), and a NaN comes 
 The log's last values are that run's evidence, so a log that ends on them is read as
 ``numerical``, at low confidence: it rests on values, not on a line that says what failed.
 
-What counts (each series apart, ``parse.losses``): the last ``RISES`` + 1 values rise every
-time, and the last is at least ``FACTOR`` times the lowest value the series kept. Both, so that
-neither a single spike (one jump, then the paste ends) nor the slow drift of a noisy loss reads
-as a divergence; a loss at or below zero (an RL objective, a log-likelihood) is no series this
+What counts (each series apart, ``parse.losses``): the series ends on a climb of at least
+``RISES`` rises in a row, and its last value is at least ``FACTOR`` times the value it climbed
+from. Both, so that neither a single spike (one jump, then the paste ends) nor the slow drift of
+a noisy loss reads as a divergence; a loss at or below zero (an RL objective, a log-likelihood) is no series this
 reads. A log that shows its end (a line that marks completion, a step counter at its total) is
 not read: the job ended, whatever its loss did.
 """
@@ -17,10 +17,9 @@ not read: the job ended, whatever its loss did.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from itertools import pairwise
 
-RISES = 3  # consecutive rises the last values make
-FACTOR = 1.5  # the last value against the lowest the series kept
+RISES = 3  # rises in a row the series ends on
+FACTOR = 1.5  # its last value against the value it climbed from
 
 
 @dataclass(frozen=True)
@@ -31,17 +30,16 @@ class Divergence:
     rank: int | None
     first_line: int  # the line of the climb's first value
     last_line: int
-    low: float  # the lowest value the series kept
-    start: float  # the climb's first value
+    start: float  # the climb's first value, where it began
     end: float  # its last value
     values: int  # how many values the climb spans
 
     def describe(self) -> str:
         who = f"rank {self.rank}'s" if self.rank is not None else "the"
         return (
-            f"{who} training loss climbed over its last {self.values} logged values, from {self.start:.4g} to "
-            f"{self.end:.4g} ({self.end / self.low:.1f}x its lowest, {self.low:.4g}; "
-            f"{self.source}:{self.first_line}-{self.last_line}), and no error line follows"
+            f"{who} training loss rose at each of its last {self.values} logged values, from {self.start:.4g} "
+            f"to {self.end:.4g} ({self.end / self.start:.1f}x; {self.source}:{self.first_line}-{self.last_line}), "
+            "and no error line follows"
         )
 
 
@@ -65,18 +63,11 @@ def diverged(losses: dict[str, dict[int | None, list[tuple[int, float]]]]) -> Di
     return first
 
 
-def _climb(source: str, rank: int | None, values: list[tuple[int, float]]) -> Divergence | None:
-    if len(values) < RISES + 1 or any(v <= 0 for _, v in values):
+def _climb(source: str, rank: int | None, climb: list[tuple[int, float]]) -> Divergence | None:
+    """``climb`` is the series' trailing climb (``parse.losses.fold``): each value above the one before."""
+    if len(climb) < RISES + 1 or climb[0][1] <= 0:
         return None
-    tail = values[-(RISES + 1) :]
-    if any(b <= a for (_, a), (_, b) in pairwise(tail)):
+    start, end = climb[0][1], climb[-1][1]
+    if end < FACTOR * start:
         return None
-    # the climb reaches back as long as it rose: its first value is where it began
-    i = len(values) - RISES - 1
-    while i > 0 and values[i - 1][1] < values[i][1]:
-        i -= 1
-    low = min(v for _, v in values)
-    end = values[-1][1]
-    if end < FACTOR * low:
-        return None
-    return Divergence(source, rank, values[i][0], values[-1][0], low, values[i][1], end, len(values) - i)
+    return Divergence(source, rank, climb[0][0], climb[-1][0], start, end, len(climb))
