@@ -29,6 +29,7 @@ verdict it moved, on every set, before it is kept.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,6 +46,11 @@ from firstfault_bench.corpus import CONFIDENCE_BANDS, culprit_right
 CULPRIT_BAR = 0.95
 CATEGORY_BAR = 0.90
 REFUSED = "refused"
+ROOT_CHARS = 120  # of the root event's line: enough to find it in an excerpt, short of a wrapped tail
+# make_excerpts.py's "fragment": "<rule> of <set>/<job>/<file>"
+_CUT_FROM = re.compile(r"\bof (?P<set>[^/\s]+)/(?P<job>[^/\s]+)/\S+$")
+KEPT, CUT = "kept the fault's line", "cut the fault's line"
+UNPLACED = "had no line to keep (job missed, not scored, or read from a silence)"
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,7 @@ class JobRow:
     confidence: float
     summary: str
     fragment: str = ""  # how make_excerpts.py cut it from a console ("" for a whole job)
+    root_line: str = ""  # the verdict's root event, as its line reads (an excerpt's evidence check)
 
     @property
     def category_ok(self) -> bool:
@@ -160,7 +167,10 @@ def score_job(job: Path, set_name: str, registry: Registry) -> JobRow:
     except BundleError as exc:
         return JobRow(set_name, job.name, label, truth_ranks, REFUSED, [], 0.0, str(exc)[:200], cut)
     ranks = list(v.culprit.ranks)
-    return JobRow(set_name, job.name, label, truth_ranks, str(v.category), ranks, float(v.confidence), v.summary, cut)
+    root = v.root_event.text.strip()[:ROOT_CHARS] if v.root_event is not None else ""
+    return JobRow(
+        set_name, job.name, label, truth_ranks, str(v.category), ranks, float(v.confidence), v.summary, cut, root
+    )
 
 
 def score_set(set_dir: Path, registry: Registry, skipped: list[str] | None = None) -> SetScore:
@@ -221,6 +231,65 @@ def render(scores: Sequence[SetScore], console: Console) -> str:
             console.print(line, markup=False, soft_wrap=True)
             md.append("- " + line.strip())
     return "\n".join(md) + "\n"
+
+
+def excerpt_evidence(rows: Sequence[JobRow], texts: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
+    """What each excerpt kept of its job's evidence: ``KEPT`` where the job it was cut from was read
+    right (category and culprit) and that verdict's root line is in the excerpt's text; ``CUT``
+    where it was read right and the line is not; ``UNPLACED`` otherwise (the job was not scored in
+    this run or was read wrong, or its verdict rests on no line: a rank that printed nothing).
+
+    Why: an excerpt carries its job's label, so a culprit whose lines were cut off counts as missed,
+    and the excerpts' totals mix two questions: how well firstfault reads what a paste holds, and
+    how often a paste holds the fault at all. The whole job's right verdict says which line is the
+    fault's; whether the cut kept it splits the two, with nothing taken from the label."""
+    whole = {(r.set, r.job): r for r in rows if not r.fragment}
+    out: dict[tuple[str, str], str] = {}
+    for r in rows:
+        if not r.fragment:
+            continue
+        m = _CUT_FROM.search(r.fragment)
+        src = whole.get((m["set"], m["job"])) if m else None
+        if src is None or not src.right or not src.root_line:
+            out[(r.set, r.job)] = UNPLACED
+        else:
+            out[(r.set, r.job)] = KEPT if src.root_line in texts.get((r.set, r.job), "") else CUT
+    return out
+
+
+def _evidence_table(rows: Sequence[JobRow], kinds: dict[tuple[str, str], str], console: Console) -> list[str]:
+    """The excerpts' category and culprit, apart by what they kept (:func:`excerpt_evidence`)."""
+    t = Table(title="excerpts, by whether they kept the fault's line (their job's right verdict's root line)")
+    cols = ["excerpts that", "jobs", "category", "culprit top-1 (label names a rank)"]
+    for c in cols:
+        t.add_column(c)
+    md = ["", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for kind in (KEPT, CUT, UNPLACED):
+        s = SetScore(kind, [r for r in rows if kinds.get((r.set, r.job)) == kind])
+        if not s.rows:
+            continue
+        cells = [kind, str(s.jobs), _frac(s.category, s.jobs), _frac(s.culprit, s.ranked)]
+        t.add_row(*cells)
+        md.append("| " + " | ".join(cells) + " |")
+    console.print(t)
+    return md
+
+
+def _texts(sets: Sequence[Path], rows: Sequence[JobRow]) -> dict[tuple[str, str], str]:
+    """Each excerpt's text (its files but the label), for :func:`excerpt_evidence`."""
+    where = {s.name: s for s in sets}
+    out = {}
+    for r in rows:
+        if not r.fragment or r.set not in where:
+            continue
+        job = where[r.set] / r.job
+        parts = [
+            p.read_text(encoding="utf-8", errors="replace")
+            for p in sorted(job.rglob("*"))
+            if p.is_file() and p.name != "truth.json"
+        ]
+        out[(r.set, r.job)] = "\n".join(parts)
+    return out
 
 
 def _calibration(rows: Sequence[JobRow], console: Console) -> list[str]:
@@ -288,6 +357,8 @@ def run_sets(
         console.print(f"left out: {line}", markup=False, soft_wrap=True)
     md = render(scores, console)
     rows = [r for s in scores for r in s.rows]
+    if any(r.fragment for r in rows):
+        md += "\n".join(_evidence_table(rows, excerpt_evidence(rows, _texts(sets, rows)), console)) + "\n"
     if against is not None:
         changes = compare(rows, against)
         head = f"against {against}: {len(changes)} verdict(s) changed"

@@ -16,7 +16,17 @@ from typer.testing import CliRunner
 
 from firstfault.cli import app
 from firstfault.pipeline import analyze
-from firstfault_bench.real_sets import REFUSED, JobRow, SetScore, compare, set_dirs
+from firstfault_bench.real_sets import (
+    CUT,
+    KEPT,
+    REFUSED,
+    UNPLACED,
+    JobRow,
+    SetScore,
+    compare,
+    excerpt_evidence,
+    set_dirs,
+)
 
 REAL = Path(__file__).parent / "fixtures" / "realjobs"
 
@@ -113,3 +123,35 @@ def test_sets_excerpts_refusals_and_against(tmp_path: Path) -> None:
 def test_no_set_found_is_an_error(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["bench", "sets", str(tmp_path)])
     assert res.exit_code == 2 and "no set found" in res.output
+
+
+def test_excerpts_apart_by_whether_they_kept_the_faults_line(tmp_path: Path) -> None:
+    """An excerpt whose job was read right is split by whether its text holds that verdict's root
+    line: the excerpts' misses are then read apart from what the cut left out."""
+    root = tmp_path / "sets"
+    _copy(["size_mismatch_r1"], root / "tr1")
+    rule = "the last 60 lines of tr1/size_mismatch_r1/console.log"
+    cuts = _copy(["size_mismatch_r1"], root / "frag", fragment=rule)
+    shutil.copytree(cuts / "size_mismatch_r1", cuts / "head_only")
+    shutil.rmtree(cuts / "head_only" / "logs")
+    console = (cuts / "head_only" / "console.log").read_text().splitlines()
+    (cuts / "head_only" / "console.log").write_text("\n".join(console[:5]) + "\n")
+    shutil.copytree(cuts / "size_mismatch_r1", cuts / "elsewhere")
+    t = json.loads((cuts / "elsewhere" / "truth.json").read_text())
+    t["fragment"] = "the last 60 lines of tr9/not_here/console.log"
+    (cuts / "elsewhere" / "truth.json").write_text(json.dumps(t))
+
+    rows_file, md = tmp_path / "rows.jsonl", tmp_path / "sets.md"
+    res = CliRunner().invoke(app, ["bench", "sets", str(root), "--rows", str(rows_file), "--markdown", str(md)])
+    assert res.exit_code == 0, res.output
+    rows = [JobRow(**json.loads(line)) for line in rows_file.read_text().splitlines()]
+    whole = next(r for r in rows if r.set == "tr1")
+    assert (
+        whole.right and whole.root_line and whole.root_line in (REAL / "size_mismatch_r1" / "console.log").read_text()
+    )
+    kinds = excerpt_evidence(rows, {(r.set, r.job): (root / r.set / r.job / "console.log").read_text() for r in rows})
+    assert kinds[("frag", "size_mismatch_r1")] == KEPT
+    assert kinds[("frag", "head_only")] == CUT
+    assert kinds[("frag", "elsewhere")] == UNPLACED
+    text = md.read_text()
+    assert f"| {KEPT} | 1 | " in text and f"| {CUT} | 1 | " in text and f"| {UNPLACED} | 1 | " in text
