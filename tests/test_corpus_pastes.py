@@ -19,7 +19,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from firstfault.pipeline import analyze
+from firstfault.vocab.errors import InputError
 
 THREADS = Path(__file__).resolve().parent.parent / "corpus" / "threads"
 
@@ -69,3 +72,46 @@ def test_torchs_flight_recorder_report_names_the_ranks_that_never_joined() -> No
     ranks: {1}". It read "no failure found"; the report names the rank the other waited for."""
     v = analyze(THREADS / "pytorch-tutorials-debug-hangs-fr-cli" / "log.txt")
     assert str(v.category) == "hang" and v.culprit.ranks == [1]
+
+
+def test_mpiruns_notice_of_a_killed_rank_is_read_whatever_the_tool_is_called() -> None:
+    """kubeflow/mpi-operator#90: Horovod's image wraps mpirun around "mpirun.real", and ORTE puts
+    the tool's own name in front of its notice (help-orterun.txt: "%s noticed that process rank
+    %lu ... exited on signal %d (%s)."). Rank 1 on worker-1, signal 9, later found to be the OOM
+    killer. The notice was not read; mpirun's "Per user-direction, the job has been aborted" above
+    it was taken for an unknown error of the start-up."""
+    v = analyze(THREADS / "mpi-operator-90" / "log.txt")
+    assert str(v.category) == "host_oom"
+    assert v.culprit.ranks == [1]
+    assert v.root_event is not None and v.root_event.signature == "openmpi.rank_exited_on_signal"
+
+
+def test_mpiruns_per_user_direction_notice_is_a_tear_down_record() -> None:
+    """ORTE prints "Primary job terminated normally, but 1 process returned / a non-zero exit code.
+    Per user-direction, the job has been aborted." over two lines: a record of the tear-down, never
+    an error of its own (help-errmgr-base.txt, normal-termination-but)."""
+    from firstfault.match.registry import load_registry
+
+    reg = load_registry()
+    for line in (
+        "Primary job  terminated normally, but 1 process returned",
+        "a non-zero exit code.. Per user-direction, the job has been aborted.",
+    ):
+        sig = next(s for s in reg.signatures if s.id == "openmpi.aborted_on_nonzero")
+        assert sig.pattern.search(line), line
+        assert str(sig.role) == "teardown"
+
+
+def test_a_check_that_reports_it_passed_is_no_error_line() -> None:
+    """Azure's node health check, after the fix (azurehpc-health-checks fork): "GPU XID error check
+    passed" carries an error word; it read as an unknown error of the start-up, flagging a healthy
+    run. A line that also says something failed stays an error line."""
+    from firstfault.match.unrecognised import is_error_line
+
+    assert not is_error_line("SUCCESS:  nhc:  Health check passed:  check_gpu_xid:  GPU XID error check passed.")
+    assert not is_error_line("PASSED tests/test_errors.py::test_error_path")
+    assert is_error_line("ERROR: nhc: Health check failed: check_gpu_xid: GPU XID error check failed")
+    assert is_error_line("2 tests passed, 1 failed: ConnectionError")
+    # with no error line left, the health check's own log is no training job's: said so, not flagged
+    with pytest.raises(InputError, match="does not look like the output of a training job"):
+        analyze(THREADS / "azurehpc-health-checks-fork-nhc-pass-after-rdma-naming" / "log.txt")

@@ -7,8 +7,9 @@ signature fitted. This module decides, for a line that matched no signature, whe
 as an error: it carries an error word (``error``, ``failed``, ``fatal``, ``killed``, ``cannot``,
 ...) or an error level (``ERROR``, ``FATAL``, ``CRITICAL``), and it is not a warning or an
 informational line (``UserWarning``, ``[W ...]``, ``NCCL INFO``, ``- INFO -``), nor a counter
-that says there were none (``0 errors``). Such lines become *unrecognised* events; reasoning
-mines their templates (``reason.unrecognised``) when nothing better explains the failure.
+that says there were none (``0 errors``), nor a check that reports it passed. Such lines become
+*unrecognised* events; reasoning mines their templates (``reason.unrecognised``) when nothing
+better explains the failure.
 
 The words are deliberately broad and the exclusions conservative: an unrecognised line only
 ever decides a verdict when no signature, exit record or silent rank does, and then the
@@ -87,6 +88,11 @@ _NOT_AN_ERROR = re.compile(
 _METRIC = re.compile(
     r"(?<![A-Za-z])(?:[Ee]rr(?:or)?s?|ERR(?:OR)?)(?: rate)?\s*[:=]?\s*[-+]?\d*\.\d+(?:[eE][-+]?\d+)?%?"
 )
+# A check that reports it passed (a node health check's "SUCCESS: nhc: Health check passed:
+# check_gpu_xid: GPU XID error check passed.", a test runner's "PASSED") says an error was looked for
+# and not found; a line that says something failed as well stays an error line.
+_PASSED = re.compile(r"(?i)\b(?:checks?|tests?) passed\b|^\s*(?:SUCCESS|PASS(?:ED)?)\b")
+_FAILED = re.compile(r"(?i)fail")
 _NCCL_WARN = "NCCL WARN"
 # A stack frame, or the source line a traceback prints under one ("    raise CalledProcessError(...)"):
 # its words are code, not a message.
@@ -107,5 +113,7 @@ def is_error_line(text: str) -> bool:
         " ", _PATH.sub(" ", text)
     )  # "errors/__init__.py", "/data/failed_runs/", "error: 0.25": not words of the message
     if _ERROR_WORD.search(bare) is None:
+        return False
+    if _PASSED.search(bare) is not None and _FAILED.search(bare) is None:
         return False
     return _NOT_AN_ERROR.search(bare) is None
