@@ -115,3 +115,12 @@ def test_a_check_that_reports_it_passed_is_no_error_line() -> None:
     # with no error line left, the health check's own log is no training job's: said so, not flagged
     with pytest.raises(InputError, match="does not look like the output of a training job"):
         analyze(THREADS / "azurehpc-health-checks-fork-nhc-pass-after-rdma-naming" / "log.txt")
+
+
+def test_tensorflows_cloud_storage_giving_up_is_a_storage_failure() -> None:
+    """google-research/text-to-text-transfer-transformer#280 (T5 11B, TPU v3-512): while saving a
+    checkpoint to gs://, TSL's retrying file system gave up ("All 10 retry attempts failed. The
+    last failure: ... HTTP response code 503"). It read as an unknown error of the start-up."""
+    v = analyze(THREADS / "t5-280" / "log.txt")
+    assert str(v.category) == "storage_io"
+    assert v.root_event is not None and v.root_event.signature == "tensorflow.cloud_storage_retries_exhausted"
