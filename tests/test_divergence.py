@@ -137,3 +137,19 @@ def test_a_series_keeps_only_its_trailing_climb() -> None:
     for line, v in enumerate([float(x) for x in range(3, 43)], 7):
         fold(series, None, line, v)
     assert len(series[None]) == 32 and series[None][0] == (6, 2.1) and series[None][-1] == (46, 42.0)
+
+
+def test_loss_lines_built_to_backtrack_cost_no_more_than_a_signature_may() -> None:
+    """The loss regex runs on every tail line that holds "oss", as signatures run on flagged lines:
+    the same hostile lines and the same bound as ``signatures --check`` (match.check), where a
+    catastrophic pattern takes seconds and a linear one milliseconds."""
+    import time
+
+    from firstfault.match.check import _FILLS, PROBE_CHARS, WORST_CASE_S
+
+    for lit in ("loss", "lm loss:", "'loss': ", "val_loss "):
+        for fill in (*_FILLS, "\t"):
+            line = (lit + fill * (PROBE_CHARS // len(fill)))[:PROBE_CHARS]
+            start = time.perf_counter()
+            loss_value(line)
+            assert time.perf_counter() - start < WORST_CASE_S, (lit, fill)

@@ -26,10 +26,11 @@ SCAN_VALUES = 2 * KEEP  # values read back, of every series together
 # " lm loss: 6.365808E+00 |", a print's "loss 2.2931" or "loss=2.31", transformers' Trainer log
 # dict "{'loss': 0.85, ...}", torchtitan's "loss: 2.3", "train/loss: 1.2"; the same names as the
 # NaN signature (signatures/training_metrics.toml, metrics.nan_loss_or_grad). A name with a
-# validation prefix ("valid loss", "val_loss", "eval_loss", "test loss") is not training's.
+# validation prefix ("valid loss", "val_loss", "eval_loss", "test loss") is not training's. The
+# separator's spaces are bounded: a line of "loss" and thousands of blanks costs no backtracking.
 _LOSS = re.compile(
     r"(?i)(?<![\w.])(?P<pre>(?:valid(?:ation)?|val|eval|test|dev)[ _/])?"
-    r"['\"]?(?:(?:lm|train(?:ing)?)[ _/])?loss['\"]?\s*(?::|=|\||\s)\s*['\"]?(?:tensor\()?"
+    r"['\"]?(?:(?:lm|train(?:ing)?)[ _/])?loss['\"]?(?:\s{0,16}[:=|]\s{0,16}|\s{1,16})['\"]?(?:tensor\()?"
     r"(?P<value>[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?)\b"
 )
 _RANK = re.compile(r"\[rank(?P<a>\d+)\]|\brank[ =:](?P<b>\d+)\b")
