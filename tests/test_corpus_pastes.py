@@ -124,3 +124,21 @@ def test_tensorflows_cloud_storage_giving_up_is_a_storage_failure() -> None:
     v = analyze(THREADS / "t5-280" / "log.txt")
     assert str(v.category) == "storage_io"
     assert v.root_event is not None and v.root_event.signature == "tensorflow.cloud_storage_retries_exhausted"
+
+
+def test_a_fault_quoted_with_escaped_newlines_is_not_taken_by_the_advice_beside_it() -> None:
+    """DLRover's job master logs a failed worker's torchelastic error record as JSON: "RuntimeError:
+    CUDA error: uncorrectable NVLink error detected during the execution\\nCUDA kernel errors might be
+    asynchronously reported ..." is one line. The advice's noise signature (priority 30) took it;
+    the NVLink error (gpu_hardware) is what the line says. Noise keeps a line of its own, and one
+    where a warning carries an error's words (a cuDNN UserWarning quoting its exception)."""
+    from firstfault.match.registry import load_registry
+
+    v = analyze(THREADS / "dlrover-nvlink-error-log-collection" / "log.txt")
+    assert str(v.category) == "gpu_hardware"
+    assert v.root_event is not None and v.root_event.signature == "cuda.nvlink_uncorrectable"
+    reg = load_registry()
+    advice = "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect."
+    assert reg.match(advice, "app_log").id == "cuda.advice_async"  # type: ignore[union-attr]
+    joined = "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution " + advice
+    assert reg.match(joined, "app_log").id == "cuda.advice_async"  # type: ignore[union-attr]  # no escaped newline

@@ -217,7 +217,9 @@ class Registry:
         At equal priority a fault in its own right beats a symptom, and a symptom a tear-down: a
         paste that lost its newlines holds a teardown's words and the fault's on one line
         ("Some NCCL operations have failed ... Last error: NET/IB : Got completion from peer ...
-        with error 12"), and the fault is what the line says. Then the id, for a stable choice."""
+        with error 12"), and the fault is what the line says. Then the id, for a stable choice.
+        Noise (advice printed under an error) does not take a line that holds the error's own line
+        too, the two joined by an escaped newline (:meth:`_fault_beside_noise`)."""
         if literal_hits is None:
             literal_hits = [lit for lit in self._literals if lit in line]
         cand: set[int] = set()
@@ -233,13 +235,38 @@ class Registry:
             if sig.pattern.search(line) is None:
                 continue
             # higher priority; at equal priority the better role; then the smaller id
-            if best is None or (sig.priority, -_ROLE_RANK[sig.role], best.id) > (
-                best.priority,
-                -_ROLE_RANK[best.role],
-                sig.id,
-            ):
+            if best is None or _better(sig, best):
                 best = sig
+        if best is not None and best.role == Role.NOISE and "\\n" in line:
+            return self._fault_beside_noise(line, file_kind, cand, best) or best
         return best
+
+    def _fault_beside_noise(self, line: str, file_kind: str, cand: set[int], noise: Signature) -> Signature | None:
+        """The best match that is not noise, where a message quoted with its newlines escaped (a
+        torchelastic error record's JSON pasted into a log, a repr) holds the fault's own line and
+        the advice printed under it on one line, joined by an escaped newline; else None."""
+        m = noise.pattern.search(line)
+        if m is None:
+            return None
+        fault: Signature | None = None
+        for idx in cand:
+            sig = self.signatures[idx]
+            if sig.role == Role.NOISE or not sig.applies(file_kind) or (fault is not None and not _better(sig, fault)):
+                continue
+            f = sig.pattern.search(line)
+            if f is not None and _escaped_apart(line, m.span(), f.span()):
+                fault = sig
+        return fault
+
+
+def _better(sig: Signature, than: Signature) -> bool:
+    return (sig.priority, -_ROLE_RANK[sig.role], than.id) > (than.priority, -_ROLE_RANK[than.role], sig.id)
+
+
+def _escaped_apart(line: str, a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Are two matches lines of their own, joined by an escaped newline ("\\n") between them?"""
+    lo, hi = (a, b) if a[0] <= b[0] else (b, a)
+    return lo[1] <= hi[0] and "\\n" in line[lo[1] : hi[0] + 1]
 
 
 _ERROR_LITERAL_SET = frozenset(ERROR_LITERALS)
