@@ -142,3 +142,12 @@ def test_a_fault_quoted_with_escaped_newlines_is_not_taken_by_the_advice_beside_
     assert reg.match(advice, "app_log").id == "cuda.advice_async"  # type: ignore[union-attr]
     joined = "RuntimeError: CUDA error: uncorrectable NVLink error detected during the execution " + advice
     assert reg.match(joined, "app_log").id == "cuda.advice_async"  # type: ignore[union-attr]  # no escaped newline
+
+
+def test_the_launch_command_is_a_job_mark_with_the_interpreters_flags() -> None:
+    """ML Engineering's all_reduce_bench run: "$ python -u -m torch.distributed.run
+    --nproc_per_node=8 all_reduce_bench.py" above its table of bandwidths. The launch command marks
+    the output as a distributed job's; with "-u" between python and "-m" it was not read, and the
+    healthy run was refused as no job's log."""
+    v = analyze(THREADS / "ml-engineering-all-reduce-bench-h200-healthy" / "log.txt")
+    assert str(v.category) == "none"

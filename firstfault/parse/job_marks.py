@@ -40,9 +40,12 @@ _RAY_TRAIN_ACTORS = (
 _DEEPSPEED_DIST = re.compile(r"\[logging\.py:\d+:log_dist\] \[Rank -?\d+\] ")
 # A distributed launch as the user typed it above the output: torchrun's own option
 # (torch/distributed/run.py: "--nproc-per-node", "--nproc_per_node"), also taken by
-# ``python -m torch.distributed.run/launch`` and torchtune's ``tune run`` (which runs torchrun).
+# ``python -m torch.distributed.run/launch`` (with the interpreter's own flags before ``-m``:
+# "python -u -m torch.distributed.run", ML Engineering's all_reduce_bench) and torchtune's
+# ``tune run`` (which runs torchrun).
 _LAUNCH_COMMAND = re.compile(
-    r"^\s*(?:\$ )?(?:torchrun|tune run|python3? -m torch\.distributed\.(?:run|launch))\b.*--nproc[-_]per[-_]node"
+    r"^\s*(?:\$ )?(?:torchrun|tune run|python[\d.]{0,5}(?: -[A-Za-z]{1,3}){0,4} -m "
+    r"torch\.distributed\.(?:run|launch))\b.*--nproc[-_]per[-_]node"
 )
 _TAG_LITERALS = ("[rank", ">:", "log_dist] [Rank", "nproc", *_RAY_TRAIN_ACTORS)
 
