@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from firstfault.parse.losses import fold, loss_value
+from firstfault.parse.losses import Series, fold, loss_value
 from firstfault.pipeline import analyze
 from firstfault.reason.divergence import diverged
 
@@ -52,8 +52,8 @@ def test_validation_losses_and_loss_scales_are_no_training_loss(line: str) -> No
     assert loss_value(line) is None
 
 
-def _series(values: list[float]) -> dict[str, dict[int | None, list[tuple[int, float]]]]:
-    series: dict[int | None, list[tuple[int, float]]] = {}
+def _series(values: list[float]) -> dict[str, Series]:
+    series: Series = {}
     for i, v in enumerate(values, 1):
         fold(series, None, i, v)
     return {"log.txt": series}
@@ -80,10 +80,10 @@ def test_a_spike_a_drift_or_a_signed_objective_is_no_divergence(values: list[flo
 
 
 def test_a_value_printed_twice_in_a_row_is_one_value() -> None:
-    series: dict[int | None, list[tuple[int, float]]] = {}
+    series: Series = {}
     for line, v in enumerate([2.0, 2.0, 2.0, 2.0], 1):
         fold(series, 1, line, v)
-    assert series[1] == [(1, 2.0)]
+    assert series[1] == [(1, 2.0, None)]
 
 
 def test_bigscience_104b_divergence_reads_numerical_not_healthy() -> None:
@@ -130,13 +130,13 @@ def test_a_climb_on_every_rank_is_the_runs_not_one_ranks(tmp_path: Path) -> None
 def test_a_series_keeps_only_its_trailing_climb() -> None:
     """A falling or flat loss keeps one value: a bundle of thousands of ranks keeps a few thousand
     numbers, not a history each."""
-    series: dict[int | None, list[tuple[int, float]]] = {}
+    series: Series = {}
     for line, v in enumerate([3.0, 2.5, 2.4, 2.6, 2.2, 2.1], 1):
         fold(series, None, line, v)
-    assert series[None] == [(6, 2.1)]
+    assert series[None] == [(6, 2.1, None)]
     for line, v in enumerate([float(x) for x in range(3, 43)], 7):
         fold(series, None, line, v)
-    assert len(series[None]) == 32 and series[None][0] == (6, 2.1) and series[None][-1] == (46, 42.0)
+    assert len(series[None]) == 32 and series[None][0] == (6, 2.1, None) and series[None][-1] == (46, 42.0, None)
 
 
 def test_loss_lines_built_to_backtrack_cost_no_more_than_a_signature_may() -> None:
@@ -153,3 +153,21 @@ def test_loss_lines_built_to_backtrack_cost_no_more_than_a_signature_may() -> No
             start = time.perf_counter()
             loss_value(line)
             assert time.perf_counter() - start < WORST_CASE_S, (lit, fill)
+
+
+def test_a_climb_is_over_steps_not_over_ranks_printing_one_step(tmp_path: Path) -> None:
+    """A console whose ranks print untagged lines ("iter 4/20 | loss ..." once per rank, as
+    tools/realjobs/train.py's print style does) interleaves ranks in one series: four ranks whose
+    losses at one step happen to rise in print order are no climb. The same values over four steps
+    are."""
+    series: Series = {}
+    for line, v in enumerate([2.0, 2.5, 3.1, 3.6], 1):
+        fold(series, None, line, v, step=4)
+    assert diverged({"console.log": series}) is None
+    series = {}
+    for line, v in enumerate([2.0, 2.5, 3.1, 3.6], 1):
+        fold(series, None, line, v, step=line)
+    assert diverged({"console.log": series}) is not None
+    lines = [f"iter {step}/20 | loss {x:.4f} | 15.0 ms/it" for step in (3, 4) for x in (2.3, 2.9, 3.1, 3.6)]
+    (tmp_path / "console.log").write_text("\n".join(lines) + "\n")
+    assert str(analyze(tmp_path / "console.log").category) == "none"

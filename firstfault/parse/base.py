@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from firstfault.discover import SourceFile
+from firstfault.parse.losses import Series
 from firstfault.parse.stream import Hit
 from firstfault.parse.timestamps import parse_timestamp
 from firstfault.vocab import FileKind, TsQuality
@@ -149,7 +150,7 @@ class ParseContext:
     last_words: dict[int, tuple[str, str]] = field(default_factory=dict)
     # file -> series (a rank, None where the lines name none) -> its last training-loss values
     # as (line, value) (``parse.losses``): a climb at the end is a divergence with no error line
-    losses: dict[str, dict[int | None, list[tuple[int, float]]]] = field(default_factory=dict)
+    losses: dict[str, Series] = field(default_factory=dict)
 
     def progress(self, attempt: int | None = None) -> dict[int, Progress]:
         """Per-rank progress of one attempt (default: the first one seen)."""

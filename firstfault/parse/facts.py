@@ -302,7 +302,7 @@ def _file_end(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext
 def _losses(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext) -> None:
     """Fold the training-loss values of a file's last lines into its series (``parse.losses``);
     a live reader's batches fold in order, so the series stays the file's last values."""
-    found: list[tuple[int | None, int, float]] = []
+    found: list[tuple[int | None, int, float, int | None]] = []
     stop = max(0, len(lines) - losses_mod.SCAN_LINES)
     i = len(lines) - 1
     # read back from the end: a rank's log holds a loss on every step line, and its last values
@@ -314,13 +314,14 @@ def _losses(lines: list[str], first_no: int, sf: SourceFile, ctx: ParseContext) 
             got = losses_mod.loss_value(text)
             if got is not None:
                 who = rank if rank is not None else local_rank if local_rank is not None else got[0]
-                found.append((who, first_no + i, got[1]))
+                prog = progress_mod.match_progress(text)
+                found.append((who, first_no + i, got[1], prog[0] if prog else None))
         i -= 1
     if not found:
         return
     series = ctx.losses.setdefault(sf.rel, {})
-    for who, no, value in reversed(found):
-        losses_mod.fold(series, who, no, value)
+    for who, no, value, step in reversed(found):
+        losses_mod.fold(series, who, no, value, step)
 
 
 # CPython's warnings.formatwarning: "path:lineno: CategoryWarning: message"

@@ -34,6 +34,10 @@ _LOSS = re.compile(
     r"(?P<value>[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?)\b"
 )
 _RANK = re.compile(r"\[rank(?P<a>\d+)\]|\brank[ =:](?P<b>\d+)\b")
+# one value of a series: (its line, the loss, the step the line names or None)
+Point = tuple[int, float, int | None]
+# a file's series: rank (None where the lines name none) -> its trailing climb
+Series = dict[int | None, list[Point]]
 
 
 def loss_value(text: str) -> tuple[int | None, float] | None:
@@ -51,17 +55,21 @@ def loss_value(text: str) -> tuple[int | None, float] | None:
     return None
 
 
-def fold(series: dict[int | None, list[tuple[int, float]]], rank: int | None, line: int, value: float) -> None:
+def fold(series: Series, rank: int | None, line: int, value: float, step: int | None = None) -> None:
     """Add one value to its series, which holds only its trailing climb: the values since the last
-    one that did not rise (a value printed twice in a row, a Ray worker's line echoed by the driver,
-    is one value). A falling or flat loss keeps one value per series, so a bundle of thousands of
-    ranks keeps a few thousand numbers. A climb longer than ``KEEP`` keeps its first value (where it
-    began) and its last ones."""
+    one that did not rise. A value printed twice in a row (a Ray worker's line echoed by the driver)
+    is one value. A value at a step no later than the one before it is another rank's print of the
+    same step (a console whose ranks print untagged lines): a climb is over steps, not over ranks,
+    so it starts again there. A falling or flat loss keeps one value per series, so a bundle of
+    thousands of ranks keeps a few thousand numbers. A climb longer than ``KEEP`` keeps its first
+    value (where it began) and its last ones."""
     got = series.setdefault(rank, [])
-    if got and got[-1][1] == value:
+    prev = got[-1] if got else None
+    if prev is not None and prev[1] == value and (step is None or prev[2] in (None, step)):
         return
-    if got and value < got[-1][1]:
+    same_step = prev is not None and step is not None and prev[2] is not None and step <= prev[2]
+    if prev is not None and (value < prev[1] or same_step):
         got.clear()
-    got.append((line, value))
+    got.append((line, value, step))
     if len(got) > KEEP:
         del got[1]

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from firstfault.parse.losses import Point, Series
+
 RISES = 3  # rises in a row the series ends on
 FACTOR = 1.5  # its last value against the value it climbed from
 
@@ -43,7 +45,7 @@ class Divergence:
         )
 
 
-def diverged(losses: dict[str, dict[int | None, list[tuple[int, float]]]]) -> Divergence | None:
+def diverged(losses: dict[str, Series]) -> Divergence | None:
     """The first series (by file, then rank) whose last values climbed away, or None; it names its
     rank only where that rank's loss climbed and another rank's, in the same log, did not."""
     found: list[Divergence] = []
@@ -63,7 +65,7 @@ def diverged(losses: dict[str, dict[int | None, list[tuple[int, float]]]]) -> Di
     return first
 
 
-def _climb(source: str, rank: int | None, climb: list[tuple[int, float]]) -> Divergence | None:
+def _climb(source: str, rank: int | None, climb: list[Point]) -> Divergence | None:
     """``climb`` is the series' trailing climb (``parse.losses.fold``): each value above the one before."""
     if len(climb) < RISES + 1 or climb[0][1] <= 0:
         return None

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from firstfault.parse.ibstat import HostIB
+from firstfault.parse.losses import Series
 from firstfault.reason.configuration import TrainingSeen
 from firstfault.reason.window import JobWindow
 from firstfault.vocab import Action, Event, FRAnalysis, FRCulprit, RankProgress
@@ -47,7 +48,7 @@ class ReasoningInput:
     # rank -> ("file:line", text): the last line its own stderr file holds (``parse.facts._last_words``)
     last_words: dict[int, tuple[str, str]] = field(default_factory=dict)
     # file -> series (rank or None) -> its last training-loss values as (line, value) (``parse.losses``)
-    losses: dict[str, dict[int | None, list[tuple[int, float]]]] = field(default_factory=dict)
+    losses: dict[str, Series] = field(default_factory=dict)
 
 
 def fr_culprits(fr: FRAnalysis | None) -> list[FRCulprit]:
