@@ -259,20 +259,13 @@ def excerpt_evidence(rows: Sequence[JobRow], texts: dict[tuple[str, str], str]) 
 
 def _evidence_table(rows: Sequence[JobRow], kinds: dict[tuple[str, str], str], console: Console) -> list[str]:
     """The excerpts' category and culprit, apart by what they kept (:func:`excerpt_evidence`)."""
-    t = Table(title="excerpts, by whether they kept the fault's line (their job's right verdict's root line)")
-    cols = ["excerpts that", "jobs", "category", "culprit top-1 (label names a rank)"]
-    for c in cols:
-        t.add_column(c)
-    md = ["", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    cells = []
     for kind in (KEPT, CUT, UNPLACED):
         s = SetScore(kind, [r for r in rows if kinds.get((r.set, r.job)) == kind])
-        if not s.rows:
-            continue
-        cells = [kind, str(s.jobs), _frac(s.category, s.jobs), _frac(s.culprit, s.ranked)]
-        t.add_row(*cells)
-        md.append("| " + " | ".join(cells) + " |")
-    console.print(t)
-    return md
+        if s.rows:
+            cells.append([kind, str(s.jobs), _frac(s.category, s.jobs), _frac(s.culprit, s.ranked)])
+    title = "excerpts, by whether they kept the fault's line (their job's right verdict's root line)"
+    return _table(title, ["excerpts that", "jobs", "category", "culprit top-1 (label names a rank)"], cells, console)
 
 
 def _texts(sets: Sequence[Path], rows: Sequence[JobRow]) -> dict[tuple[str, str], str]:
@@ -295,15 +288,24 @@ def _texts(sets: Sequence[Path], rows: Sequence[JobRow]) -> dict[tuple[str, str]
 def _calibration(rows: Sequence[JobRow], console: Console) -> list[str]:
     """Right (category and culprit) per band of the verdict's confidence, whole jobs and excerpts
     apart: what "how sure it is" is worth on real jobs (the corpus's bands, ``corpus.CONFIDENCE_BANDS``)."""
-    t = Table(title="right (category and culprit) by the verdict's confidence")
-    for c in ("confidence", "whole jobs", "excerpts"):
-        t.add_column(c)
-    md = ["", "| confidence | whole jobs | excerpts |", "|---|---|---|"]
+    cells = []
     for lo, hi in CONFIDENCE_BANDS:
-        cells = [f"{lo:.2f}-{min(hi, 1.0):.2f}"]
+        row = [f"{lo:.2f}-{min(hi, 1.0):.2f}"]
         for cut in (False, True):
             band = [r for r in rows if bool(r.fragment) == cut and r.category != REFUSED and lo <= r.confidence < hi]
-            cells.append(_frac(sum(r.right for r in band), len(band)))
+            row.append(_frac(sum(r.right for r in band), len(band)))
+        cells.append(row)
+    title = "right (category and culprit) by the verdict's confidence"
+    return _table(title, ["confidence", "whole jobs", "excerpts"], cells, console)
+
+
+def _table(title: str, cols: Sequence[str], rows: Sequence[Sequence[str]], console: Console) -> list[str]:
+    """Print a small table, and return it as Markdown lines after a blank one."""
+    t = Table(title=title)
+    for c in cols:
+        t.add_column(c)
+    md = ["", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for cells in rows:
         t.add_row(*cells)
         md.append("| " + " | ".join(cells) + " |")
     console.print(t)

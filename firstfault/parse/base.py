@@ -148,8 +148,9 @@ class ParseContext:
     # stderr.log on one host, a log named for its rank): what a rank that exited without a
     # traceback wrote last ("shard 3: no samples left", sys.exit's message)
     last_words: dict[int, tuple[str, str]] = field(default_factory=dict)
-    # file -> series (a rank, None where the lines name none) -> its last training-loss values
-    # as (line, value) (``parse.losses``): a climb at the end is a divergence with no error line
+    # file -> series (a rank, None where the lines name none) -> its trailing climb of training-loss
+    # values as (line, value, step) (``parse.losses``): a climb at the end is a divergence with no
+    # error line
     losses: dict[str, Series] = field(default_factory=dict)
 
     def progress(self, attempt: int | None = None) -> dict[int, Progress]:

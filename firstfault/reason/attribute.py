@@ -422,7 +422,7 @@ _SET_UP_SUFFIX = "; it came before any training line: read as a failure of the s
 def _diverging(inp: ReasoningInput) -> Divergence | None:
     """A loss that climbed away at the end of the log (``reason.divergence``), unless the log shows
     the job's end (a line marking completion, a step counter at its total)."""
-    if inp.training_end is not None or any(e.fields.get("completed") for e in inp.events):
+    if inp.training_end is not None or _ended_well(inp.events) is not None:
         return None
     return diverged(inp.losses)
 
@@ -446,10 +446,16 @@ def _quoted(e: Event) -> str:
     return clip(f"{e.source}:{e.line}: {e.text.strip()}", 160)
 
 
+def _ended_well(events: Sequence[Event]) -> Event | None:
+    """The first line a signature marks ``completed`` (a job's end, as its launcher or trainer
+    says it), or None."""
+    return next((e for e in events if e.fields.get("completed")), None)
+
+
 def _first_unended(events: Sequence[Event], keep: Callable[[Event], bool]) -> Event | None:
     """The first line (by file and line) of those ``keep`` picks, when nothing says the job ended
     well: a line a signature marks ``completed`` outweighs them."""
-    if any(e.fields.get("completed") for e in events):
+    if _ended_well(events) is not None:
         return None
     picked = [e for e in events if keep(e)]
     return min(picked, key=lambda e: (e.source, e.line)) if picked else None
@@ -501,7 +507,7 @@ def _no_failure(events: Sequence[Event], training_end: str | None) -> tuple[str,
     either the summary says that the end is not in the log, and the confidence is lower: the
     answer rests on what the log does not show.
     """
-    done = next((e for e in events if e.fields.get("completed")), None)
+    done = _ended_well(events)
     if done is not None:
         return f"no failure found: the job ended well ({_quoted(done)})", 0.95
     if training_end is not None:

@@ -47,7 +47,7 @@ class ReasoningInput:
     file_spans: dict[str, tuple[float, float] | None] = field(default_factory=dict)  # None: no timed line
     # rank -> ("file:line", text): the last line its own stderr file holds (``parse.facts._last_words``)
     last_words: dict[int, tuple[str, str]] = field(default_factory=dict)
-    # file -> series (rank or None) -> its last training-loss values as (line, value) (``parse.losses``)
+    # file -> series (rank or None) -> its trailing climb of training-loss values (``parse.losses``)
     losses: dict[str, Series] = field(default_factory=dict)
 
 
